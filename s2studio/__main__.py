@@ -1,0 +1,3 @@
+from s2studio.cli import main
+
+raise SystemExit(main())

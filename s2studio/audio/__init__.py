@@ -1,0 +1,50 @@
+"""Audio file I/O and post-processing (numpy, soundfile, soxr only: no torch, no Qt).
+
+Playback and recording (sounddevice) live elsewhere and must not be imported from here:
+importing sounddevice raises OSError on machines without PortAudio.
+"""
+
+from s2studio.audio.postprocess import (
+    apply_postprocess,
+    dynamic_normalize,
+    peak_normalize,
+    trim_trailing_silence,
+)
+from s2studio.audio.reading import SUPPORTED_EXTENSIONS, decode_audio_bytes, downmix_to_mono, read_audio
+from s2studio.audio.resample import resample, resample_linear
+from s2studio.audio.streaming import StreamingWavWriter
+from s2studio.audio.validation import (
+    CODEC_SAMPLE_RATE,
+    DEFAULT_MAX_REFERENCE_SECONDS,
+    MIN_REFERENCE_SECONDS,
+    RECOMMENDED_REFERENCE_SECONDS,
+    SAMPLES_PER_CODE_FRAME,
+    SILENCE_PEAK_THRESHOLD,
+    validate_reference,
+)
+from s2studio.audio.wav_writing import float_to_pcm16, pcm16_wav_header, wav_bytes, write_wav
+
+__all__ = [
+    "CODEC_SAMPLE_RATE",
+    "DEFAULT_MAX_REFERENCE_SECONDS",
+    "MIN_REFERENCE_SECONDS",
+    "RECOMMENDED_REFERENCE_SECONDS",
+    "SAMPLES_PER_CODE_FRAME",
+    "SILENCE_PEAK_THRESHOLD",
+    "SUPPORTED_EXTENSIONS",
+    "StreamingWavWriter",
+    "apply_postprocess",
+    "decode_audio_bytes",
+    "downmix_to_mono",
+    "dynamic_normalize",
+    "float_to_pcm16",
+    "pcm16_wav_header",
+    "peak_normalize",
+    "read_audio",
+    "resample",
+    "resample_linear",
+    "trim_trailing_silence",
+    "validate_reference",
+    "wav_bytes",
+    "write_wav",
+]

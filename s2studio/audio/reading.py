@@ -1,0 +1,161 @@
+"""Reading audio files (WAV, FLAC, OGG, MP3) into mono float32 at the codec's sample rate.
+
+Everything is decoded with libsndfile through ``soundfile``. s2.cpp reads only WAV (dr_wav) and
+MP3 (dr_mp3); we accept FLAC and OGG too because they are common and lossless/compact.
+
+Decoding follows s2.cpp where the formats overlap:
+
+* integer PCM becomes float by dividing by 2^(bits-1) (16/24/32-bit match dr_wav exactly;
+  libsndfile maps unsigned 8-bit as (x-128)/128 where dr_wav uses x*2/255-1);
+* channels are averaged to mono by summing them in order in float32 and dividing by the count;
+* MP3 goes through libsndfile's mpg123 decoder, not dr_mp3, so MP3 samples need not match
+  s2.cpp bit for bit (encoder delay handling may differ).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+import soundfile as sf
+
+from s2studio.audio.resample import resample
+from s2studio.audio.validation import (
+    CODEC_SAMPLE_RATE,
+    DEFAULT_MAX_REFERENCE_SECONDS,
+    check_duration,
+    validate_reference,
+)
+from s2studio.engine.errors import AudioInputError
+
+# File extensions we try to open. A file without an extension is judged by its content alone.
+SUPPORTED_EXTENSIONS = (".wav", ".wave", ".flac", ".ogg", ".oga", ".opus", ".mp3")
+# libsndfile container formats we accept once the file is open (content wins over the name).
+_SUPPORTED_CONTAINERS = {"WAV", "WAVEX", "RF64", "FLAC", "OGG", "MP3"}
+_FORMAT_HINT = "use WAV, FLAC, OGG or MP3"
+
+# soundfile >= 0.12 raises LibsndfileError (a RuntimeError); SoundFileError is its newer base.
+# OSError covers a disk error while libsndfile reads through our file object.
+_DECODE_ERRORS = (RuntimeError, getattr(sf, "SoundFileError", RuntimeError), ValueError, TypeError, EOFError, OSError)
+
+
+def downmix_to_mono(frames: np.ndarray) -> np.ndarray:
+    """Average (frames, channels) float32 to mono exactly as s2.cpp: in-order float32 sum / count."""
+    frames = np.asarray(frames, dtype=np.float32)
+    if frames.ndim == 1:
+        return frames
+    channels = frames.shape[1]
+    if channels == 1:
+        return np.ascontiguousarray(frames[:, 0])
+    total = frames[:, 0].copy()
+    for ch in range(1, channels):
+        total += frames[:, ch]
+    return total / np.float32(channels)
+
+
+def _decode(source, path_for_errors, max_seconds):
+    """Open ``source`` with soundfile and return (mono float32, sample rate)."""
+    try:
+        with sf.SoundFile(source) as f:
+            if f.format not in _SUPPORTED_CONTAINERS:
+                raise AudioInputError(
+                    path_for_errors, f"is in an unsupported format ({f.format_info}); {_FORMAT_HINT}."
+                )
+            if f.samplerate <= 0:
+                raise AudioInputError(path_for_errors, f"has an invalid sample rate ({f.samplerate} Hz).")
+            # Judge the length from the header first, so a three-hour file is refused without
+            # decoding it. (For MP3 the header count may be an estimate; we re-check below.)
+            if f.frames > 0:
+                check_duration(f.frames, f.samplerate, path_for_errors, max_seconds)
+            frames = f.read(dtype="float32", always_2d=True)
+            rate = f.samplerate
+    except AudioInputError:
+        raise
+    except _DECODE_ERRORS as err:
+        raise AudioInputError(
+            path_for_errors, f"is not a readable audio file ({_describe(err)}); {_FORMAT_HINT}."
+        ) from err
+    return downmix_to_mono(frames), rate
+
+
+def _describe(err: BaseException) -> str:
+    text = str(err).strip()
+    # libsndfile messages start with the file name we already print; keep only the reason.
+    if ": " in text:
+        text = text.rsplit(": ", 1)[-1]
+    return text.rstrip(".") or type(err).__name__
+
+
+def _finish(
+    mono: np.ndarray,
+    rate: int,
+    path_for_errors,
+    target_sr: int,
+    max_seconds: float | None,
+    resampler: str,
+    check_reference: bool,
+) -> np.ndarray:
+    if check_reference:
+        # Validate at the source rate: resampling a bad file first would only waste time.
+        validate_reference(mono, rate, path_for_errors, max_seconds=max_seconds)
+    elif not np.all(np.isfinite(mono)):
+        raise AudioInputError(path_for_errors, "contains invalid samples (NaN or infinity).")
+    return resample(mono, rate, target_sr, resampler)
+
+
+def read_audio(
+    path: str | os.PathLike[str],
+    target_sr: int = CODEC_SAMPLE_RATE,
+    *,
+    max_seconds: float | None = DEFAULT_MAX_REFERENCE_SECONDS,
+    resampler: str = "soxr",
+    check_reference: bool = True,
+) -> np.ndarray:
+    """Read a WAV/FLAC/OGG/MP3 file as mono float32 at ``target_sr`` Hz.
+
+    With ``check_reference`` (the default) the audio must also pass :func:`validate_reference`:
+    not empty, at least one code frame long, not silent, finite, and no longer than
+    ``max_seconds`` (default 60 s; ``None`` disables the limit). With ``check_reference=False``
+    only decodability and finiteness are checked (for reading back generated output).
+
+    ``resampler="soxr"`` (default) is band-limited; ``"linear"`` is s2.cpp's exact resampler.
+
+    Raises :class:`AudioInputError` naming ``path`` for any file that cannot be used.
+    """
+    path_str = os.fspath(path)
+    if not os.path.exists(path_str):
+        raise AudioInputError(path_str, "does not exist.")
+    if os.path.isdir(path_str):
+        raise AudioInputError(path_str, "is a folder, not an audio file.")
+    ext = os.path.splitext(path_str)[1].lower()
+    if ext and ext not in SUPPORTED_EXTENSIONS:
+        raise AudioInputError(path_str, f"has an unsupported format ({ext}); {_FORMAT_HINT}.")
+    try:
+        handle = open(path_str, "rb")
+    except OSError as err:
+        raise AudioInputError(path_str, f"cannot be opened ({err.strerror or err}).") from err
+    # Passing an open file object, not the path, makes libsndfile judge the file by its content
+    # and sidesteps non-ASCII path problems on Windows.
+    with handle:
+        mono, rate = _decode(handle, path_str, max_seconds if check_reference else None)
+    return _finish(mono, rate, path_str, target_sr, max_seconds, resampler, check_reference)
+
+
+def decode_audio_bytes(
+    data: bytes,
+    target_sr: int = CODEC_SAMPLE_RATE,
+    *,
+    name: str | None = None,
+    max_seconds: float | None = DEFAULT_MAX_REFERENCE_SECONDS,
+    resampler: str = "soxr",
+    check_reference: bool = True,
+) -> np.ndarray:
+    """Like :func:`read_audio`, for an encoded file held in memory (e.g. an HTTP upload).
+
+    ``name`` is only used in error messages.
+    """
+    if not data:
+        raise AudioInputError(name, "contains no data (0 bytes).")
+    mono, rate = _decode(io.BytesIO(data), name, max_seconds if check_reference else None)
+    return _finish(mono, rate, name, target_sr, max_seconds, resampler, check_reference)

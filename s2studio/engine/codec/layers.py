@@ -1,0 +1,242 @@
+"""Codec building blocks (spec codec.md §3), written once for both one-shot and streaming use.
+
+Every block is causal, so a streaming decoder only has to remember a short tail per block:
+- a stride-1 causal conv needs the last (K-1)*dilation input samples;
+- a transposed conv needs the last ceil(K/stride)-1 input frames (the ones whose kernels
+  still overlap the next output);
+- a windowed-attention layer needs the keys/values (after RoPE) of the last window-1
+  positions, plus the running position counter.
+
+Each module's ``__call__(x, em, state)`` takes ``state=None`` for a one-shot call (the tails
+are zeros, which is exactly the causal zero padding) or a dict that the module reads its tail
+from and writes the new tail to, keyed by the module object itself. So streaming and one-shot
+share every line of math, and "chunked == one-shot" follows from causality alone.
+
+``em`` (emulate ggml) rounds the inputs of every F16 convolution (im2col has an F16 destination)
+and of every F16-weight matmul to float16, which is what s2.cpp's CPU backend does (spec §9). It
+is only meaningful in float32 and only used for parity tests.
+
+Layouts: convs take channel-first (C, L); transformers and ConvNeXt MLPs work channel-last
+(L, C). Both are plain 2-D tensors without a batch axis.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+Tensor = torch.Tensor
+
+
+def r16(x: Tensor, em: bool) -> Tensor:
+    """Round to float16 and back: what ggml does to an activation entering an F16 op."""
+    if em and x.dtype == torch.float32:
+        return x.to(torch.float16).to(torch.float32)
+    return x
+
+
+def _tail(state: dict | None, key: object, like: Tensor, rows: int, length: int) -> Tensor:
+    t = state.get(key) if state is not None else None
+    if t is None:
+        return like.new_zeros((rows, length))
+    return t
+
+
+class CausalConv:
+    """``CausalConvNet``: left pad (K-1)*d+1-s zeros, right pad to complete the last stride."""
+
+    def __init__(self, w: Tensor, b: Tensor, stride: int = 1, dilation: int = 1, groups: int = 1):
+        self.w, self.b = w, b
+        self.stride, self.dilation, self.groups = stride, dilation, groups
+        self.k_eff = (w.shape[-1] - 1) * dilation + 1
+        self.pad = self.k_eff - stride
+
+    def __call__(self, x: Tensor, em: bool, state: dict | None = None) -> Tensor:
+        if self.stride == 1:
+            if state is None:
+                xin = F.pad(x, (self.pad, 0))
+            else:
+                xin = torch.cat([_tail(state, self, x, x.shape[0], self.pad), x], dim=1)
+                state[self] = xin[:, xin.shape[1] - self.pad:].clone()
+        else:
+            # Strided convs exist only in the encoder, which is never streamed.
+            if state is not None:
+                raise ValueError("strided causal conv has no streaming form")
+            length = x.shape[1]
+            n_frames = (length - self.k_eff + self.pad) / self.stride + 1
+            extra = (math.ceil(n_frames) - 1) * self.stride + (self.k_eff - self.pad) - length
+            xin = F.pad(x, (self.pad, max(0, extra)))
+        y = F.conv1d(r16(xin, em)[None], self.w, self.b, stride=self.stride,
+                     dilation=self.dilation, groups=self.groups)
+        return y[0]
+
+
+class CausalTransConv:
+    """``CausalTransConvNet``: conv_transpose1d, then crop K - s samples from the right.
+
+    F32 in s2.cpp (the kernel is upcast), so no F16 rounding here even when emulating.
+    """
+
+    def __init__(self, w: Tensor, b: Tensor, stride: int):
+        self.w, self.b, self.stride = w, b, stride
+        k = w.shape[-1]
+        # Earlier input frames whose kernels still reach the next chunk's outputs.
+        self.hist = max(0, -(-k // stride) - 1)
+
+    def __call__(self, x: Tensor, em: bool, state: dict | None = None) -> Tensor:
+        n, s = x.shape[1], self.stride
+        if state is None:
+            y = F.conv_transpose1d(x[None], self.w, self.b, stride=s)[0]
+            return y[:, : n * s]
+        m = self.hist
+        xin = torch.cat([_tail(state, self, x, x.shape[0], m), x], dim=1)
+        if m:
+            state[self] = xin[:, xin.shape[1] - m:].clone()
+        y = F.conv_transpose1d(xin[None], self.w, self.b, stride=s)[0]
+        return y[:, m * s:(m + n) * s]
+
+
+class Snake:
+    """y = x + sin(αx)² / α (no epsilon, as in s2.cpp)."""
+
+    def __init__(self, alpha: Tensor):
+        self.alpha = alpha.reshape(-1, 1)
+
+    def __call__(self, x: Tensor, em: bool = False, state: dict | None = None) -> Tensor:
+        a = self.alpha
+        return x + torch.sin(a * x).square() / a
+
+
+class ResidualUnit:
+    def __init__(self, snake1: Snake, conv1: CausalConv, snake2: Snake, conv2: CausalConv):
+        self.snake1, self.conv1, self.snake2, self.conv2 = snake1, conv1, snake2, conv2
+
+    def __call__(self, x: Tensor, em: bool, state: dict | None = None) -> Tensor:
+        y = self.conv1(self.snake1(x), em, state)
+        y = self.conv2(self.snake2(y), em, state)
+        return x + y
+
+
+class ConvNeXt:
+    """Causal depthwise conv k7 -> LayerNorm(1e-6) -> Linear -> GELU(erf) -> Linear -> ×γ -> +x."""
+
+    def __init__(self, dw: CausalConv, ln_w: Tensor, ln_b: Tensor, pw1_w: Tensor, pw1_b: Tensor,
+                 pw2_w: Tensor, pw2_b: Tensor, gamma: Tensor, eps: float):
+        self.dw, self.ln_w, self.ln_b = dw, ln_w, ln_b
+        self.pw1_w, self.pw1_b, self.pw2_w, self.pw2_b = pw1_w, pw1_b, pw2_w, pw2_b
+        self.gamma, self.eps = gamma, eps
+
+    def __call__(self, x: Tensor, em: bool, state: dict | None = None) -> Tensor:
+        y = self.dw(x, em, state).t()
+        y = F.layer_norm(y, (y.shape[-1],), self.ln_w, self.ln_b, self.eps)
+        y = F.gelu(F.linear(r16(y, em), self.pw1_w, self.pw1_b))
+        y = F.linear(r16(y, em), self.pw2_w, self.pw2_b) * self.gamma
+        return x + y.t()
+
+
+def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor:
+    return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps) * w
+
+
+def rope(x: Tensor, positions: Tensor, base: float) -> Tensor:
+    """ggml "normal" RoPE: rotate adjacent pairs (x[2i], x[2i+1]) by pos·base^(-2i/hd).
+
+    x: (L, H, hd). Angles are computed in float64 so that long streams (large positions) do
+    not lose precision; one-shot and streaming use the same absolute positions.
+    """
+    hd = x.shape[-1]
+    inv = base ** (-torch.arange(0, hd, 2, dtype=torch.float64, device=positions.device) / hd)
+    ang = positions.to(torch.float64)[:, None] * inv[None, :]
+    cos = torch.cos(ang).to(x.dtype)[:, None, :]
+    sin = torch.sin(ang).to(x.dtype)[:, None, :]
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).flatten(-2)
+
+
+class TransformerLayer:
+    def __init__(self, attn_norm: Tensor, wqkv: Tensor, wo: Tensor, attn_gamma: Tensor,
+                 ffn_norm: Tensor, w1: Tensor, w2: Tensor, w3: Tensor, ffn_gamma: Tensor):
+        self.attn_norm, self.wqkv, self.wo, self.attn_gamma = attn_norm, wqkv, wo, attn_gamma
+        self.ffn_norm, self.w1, self.w2, self.w3, self.ffn_gamma = ffn_norm, w1, w2, w3, ffn_gamma
+
+
+# Queries per attention block: bounds the score matrix to about
+# heads x Q_BLOCK x (Q_BLOCK + window) floats whatever the sequence length.
+Q_BLOCK = 256
+
+
+def windowed_attention(q: Tensor, k: Tensor, v: Tensor, q_pos0: int, k_pos0: int, window: int) -> Tensor:
+    """Causal attention where query at p sees keys at [p-window+1, p].
+
+    q: (H, Lq, hd) at positions q_pos0..; k, v: (H, Lk, hd) at positions k_pos0.. (the keys
+    include the queries' own positions). Returns (H, Lq, hd).
+    """
+    lq, lk = q.shape[1], k.shape[1]
+    outs = []
+    for a in range(0, lq, Q_BLOCK):
+        b = min(lq, a + Q_BLOCK)
+        # Only keys some query of this block can see.
+        k_lo = max(0, q_pos0 + a - window + 1 - k_pos0)
+        k_hi = min(lk, q_pos0 + b - k_pos0)
+        qp = torch.arange(q_pos0 + a, q_pos0 + b, device=q.device)[:, None]
+        kp = torch.arange(k_pos0 + k_lo, k_pos0 + k_hi, device=q.device)[None, :]
+        mask = (kp <= qp) & (kp > qp - window)
+        outs.append(F.scaled_dot_product_attention(q[:, a:b], k[:, k_lo:k_hi], v[:, k_lo:k_hi],
+                                                   attn_mask=mask))
+    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
+
+
+class Transformer:
+    """Pre-norm RMSNorm transformer with layer scales, windowed causal attention and a final norm.
+
+    Streaming state per layer: keys (after RoPE) and values of the last window-1 positions;
+    plus the next absolute position. RoPE uses the absolute position, so chunked calls see the
+    same angles as one call over the whole sequence.
+    """
+
+    def __init__(self, layers: list[TransformerLayer], norm: Tensor, head_dim: int, n_local_heads: int,
+                 rope_base: float, eps: float, window: int):
+        self.layers, self.norm = layers, norm
+        self.head_dim, self.rope_base, self.eps, self.window = head_dim, rope_base, eps, window
+        dim = norm.shape[0]
+        self.n_head = dim // head_dim
+        self.n_kv = n_local_heads if n_local_heads >= 1 else self.n_head
+
+    def __call__(self, x: Tensor, em: bool, state: dict | None = None) -> Tensor:
+        length = x.shape[0]
+        hd, nh, nkv = self.head_dim, self.n_head, self.n_kv
+        pos0 = state.get((self, "pos"), 0) if state is not None else 0
+        positions = torch.arange(pos0, pos0 + length, device=x.device)
+        keep = self.window - 1
+        for layer in self.layers:
+            n = rms_norm(x, layer.attn_norm, self.eps)
+            qkv = F.linear(r16(n, em), layer.wqkv)
+            q = qkv[:, : nh * hd].reshape(length, nh, hd)
+            k = qkv[:, nh * hd: (nh + nkv) * hd].reshape(length, nkv, hd)
+            v = qkv[:, (nh + nkv) * hd: (nh + 2 * nkv) * hd].reshape(length, nkv, hd)
+            q = rope(q, positions, self.rope_base).transpose(0, 1)
+            k = rope(k, positions, self.rope_base).transpose(0, 1)
+            v = v.transpose(0, 1)
+            k_pos0 = pos0
+            if state is not None:
+                past = state.get((layer, "kv"))
+                if past is not None:
+                    k = torch.cat([past[0], k], dim=1)
+                    v = torch.cat([past[1], v], dim=1)
+                    k_pos0 = pos0 - past[0].shape[1]
+                start = max(0, k.shape[1] - keep)
+                state[(layer, "kv")] = (k[:, start:].clone(), v[:, start:].clone())
+            if nkv != nh:
+                k = k.repeat_interleave(nh // nkv, dim=0)
+                v = v.repeat_interleave(nh // nkv, dim=0)
+            o = windowed_attention(q, k, v, pos0, k_pos0, self.window)
+            o = o.transpose(0, 1).reshape(length, nh * hd)
+            h = x + layer.attn_gamma * F.linear(r16(o, em), layer.wo)
+            m = r16(rms_norm(h, layer.ffn_norm, self.eps), em)
+            ff = F.silu(F.linear(m, layer.w1)) * F.linear(m, layer.w3)
+            x = h + layer.ffn_gamma * F.linear(r16(ff, em), layer.w2)
+        if state is not None:
+            state[(self, "pos")] = pos0 + length
+        return rms_norm(x, self.norm, self.eps)

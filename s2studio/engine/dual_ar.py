@@ -1,0 +1,134 @@
+"""The Dual-AR model: Slow-AR over the 11-row token matrix, Fast-AR over one frame's codebooks.
+
+``DualAR`` owns the weights, the Slow-AR KV cache and the RoPE tables. It computes logits and
+hidden states; it does not sample (see ``sampler``) and does not loop (see ``generate``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .config import ModelConfig
+from .transformer import KVCache, RopeTable, linear, rms_norm, stack_forward
+from .weights import DualARWeights
+
+
+class DualAR:
+    def __init__(self, cfg: ModelConfig, weights: DualARWeights, *, kv_round_f16: bool = True,
+                 kv_dtype: torch.dtype = torch.float32):
+        self.cfg = cfg
+        self.w = weights
+        self.kv_round_f16 = kv_round_f16
+        self.kv_dtype = kv_dtype
+        self.slow_rope = RopeTable(cfg.slow.head_dim, cfg.slow.rope_base)
+        self.fast_rope = RopeTable(cfg.fast.head_dim, cfg.fast.rope_base) if cfg.fast else None
+        self.cache: KVCache | None = None
+        self.head_device = weights.embeddings.device
+        # Generation only ever samples the semantic ids and <|im_end|>; scoring just those rows
+        # of the tied head is ~38x cheaper than the full vocabulary (perf-anchor notes).
+        self._head_ids: torch.Tensor | None = None
+        self._head_rows: torch.Tensor | None = None
+
+    # ---- Slow-AR ------------------------------------------------------------------------
+    def new_cache(self, capacity: int) -> None:
+        """Preallocate the Slow-AR KV cache for prompt length + max new frames (+1 spare)."""
+        devices = [lw.device for lw in self.w.slow.layers]
+        if self.cache is not None and self.cache.capacity >= capacity \
+                and [t.device for t in self.cache.k] == devices:
+            self.cache.reset()
+            return
+        self.cache = None  # free the old one first: at full size it is hundreds of MB
+        self.cache = KVCache(self.cfg.slow, capacity, devices, self.kv_dtype, self.kv_round_f16)
+
+    @torch.no_grad()
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens: int64 (C+1, n) on CPU → float32 (n, dim) input embeddings."""
+        c = self.cfg
+        dev = self.head_device
+        tokens = tokens.to(dev)
+        ids = tokens[0]
+        x = self.w.embeddings[ids].float()
+        semantic = (ids >= c.semantic_begin_id) & (ids <= c.semantic_end_id)
+        if bool(semantic.any()):
+            cb = self.w.codebook_embeddings
+            acc = cb[tokens[1]].float()
+            for k in range(1, c.num_codebooks):  # sequential f32 sum, as s2.cpp
+                acc = acc + cb[tokens[k + 1] + k * c.codebook_size].float()
+            x = x + acc * semantic[:, None].float()
+            if c.scale_codebook_embeddings:
+                scale = torch.where(semantic, torch.tensor(np.float32(1.0 / math.sqrt(c.num_codebooks + 1)),
+                                                           device=dev), torch.tensor(1.0, device=dev))
+                x = x * scale[:, None]
+        return x
+
+    def _final_hidden(self, x: torch.Tensor) -> torch.Tensor:
+        return rms_norm(x[-1:].to(self.head_device), self.w.slow.norm, self.cfg.slow.norm_eps)[0]
+
+    @torch.no_grad()
+    def forward_slow(self, tokens: torch.Tensor, collect: list[torch.Tensor] | None = None
+                     ) -> torch.Tensor:
+        """Evaluate columns at positions n_past.. (one call = one ggml graph). Returns the
+        final-norm hidden state of the last position, float32 (dim,)."""
+        if self.cache is None:
+            raise RuntimeError("call new_cache() before evaluating")
+        n = tokens.shape[1]
+        pos0 = self.cache.n_past
+        if pos0 + n > self.cache.capacity:
+            raise RuntimeError(f"KV cache full ({self.cache.capacity} positions)")
+        x = self.embed(tokens)
+        x = stack_forward(x, self.w.slow, self.slow_rope, pos0, self.cache, collect)
+        self.cache.n_past = pos0 + n
+        return self._final_hidden(x)
+
+    @torch.no_grad()
+    def full_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """All vocab logits (tied head), float32 on CPU. For tracing and tests."""
+        return linear(hidden[None], self.w.embeddings)[0].cpu()
+
+    def head_ids(self, im_end_id: int) -> torch.Tensor:
+        if self._head_ids is None or int(self._head_ids[-1]) != im_end_id:
+            c = self.cfg
+            ids = torch.cat((torch.arange(c.semantic_begin_id, c.semantic_end_id + 1),
+                             torch.tensor([im_end_id])))
+            self._head_ids = ids
+            self._head_rows = self.w.embeddings[ids.to(self.head_device)].contiguous()
+        return self._head_ids
+
+    @torch.no_grad()
+    def sampled_logits(self, hidden: torch.Tensor, im_end_id: int) -> torch.Tensor:
+        """Logits of the ids generation can pick (semantic range, then <|im_end|>), CPU f32."""
+        self.head_ids(im_end_id)
+        return linear(hidden[None], self._head_rows)[0].cpu()
+
+    # ---- Fast-AR ------------------------------------------------------------------------
+    @torch.no_grad()
+    def fast_start(self, hidden: torch.Tensor, c0: int) -> tuple[KVCache, torch.Tensor]:
+        """Start a frame: positions 0 (the Slow-AR hidden) and 1 (code 0) in one call.
+
+        The Fast-AR keeps a float32 KV cache across a frame's 9 calls instead of recomputing
+        the 2..10-long sequence each time (s2.cpp): the maths is the same causal attention,
+        and it turns 9 small GEMMs into GEMVs. Returns (cache, logits for codebook 1)."""
+        fw, fc = self.w, self.cfg.fast
+        dev = fw.fast_embeddings.device
+        z0 = hidden.to(dev)
+        if fw.fast_project_in is not None:
+            z0 = linear(z0[None], fw.fast_project_in)[0]
+        x = torch.stack((z0, fw.fast_embeddings[c0].float()))
+        cache = KVCache(fc, self.cfg.num_codebooks, [dev] * fc.n_layer, torch.float32, round_f16=False)
+        return cache, self._fast_eval(x, cache, 0)
+
+    @torch.no_grad()
+    def fast_next(self, cache: KVCache, code: int, pos: int) -> torch.Tensor:
+        """Feed code c_{pos-1} at position pos; returns logits for codebook pos."""
+        x = self.w.fast_embeddings[code].float()[None]
+        return self._fast_eval(x, cache, pos)
+
+    def _fast_eval(self, x: torch.Tensor, cache: KVCache, pos0: int) -> torch.Tensor:
+        fw = self.w
+        y = stack_forward(x, fw.fast, self.fast_rope, pos0, cache)
+        cache.n_past = pos0 + x.shape[0]
+        h = rms_norm(y[-1:], fw.fast.norm, fw.fast.cfg.norm_eps)
+        return linear(h, fw.fast_output)[0].cpu()

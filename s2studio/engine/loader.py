@@ -1,0 +1,39 @@
+"""Open a model file and build the Dual-AR on the planned devices."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable
+
+from .config import read_model_config
+from .dual_ar import DualAR
+from .errors import ModelFileError
+from .gguf_file import GGUFFile
+from .placement import Placement, check_device_available, plan_placement
+from .weights import load_weights
+
+log = logging.getLogger(__name__)
+
+
+def load_dual_ar(path: str | os.PathLike[str], *, device: str = "cpu", gpu_layers: int = -1,
+                 dtype: str = "auto", kv_round_f16: bool | None = None,
+                 progress: Callable[[float], None] | None = None,
+                 gguf: GGUFFile | None = None) -> tuple[DualAR, Placement]:
+    """Load the transformer. ``kv_round_f16`` defaults to on for float32 weights on the CPU
+    (s2.cpp parity: its KV cache is F16) and is moot otherwise."""
+    f = gguf or GGUFFile(path)
+    cfg = read_model_config(f)
+    if cfg.fast is None:
+        raise ModelFileError(f.path, "the file has no Fast-AR (architecture is not 'fish-speech')")
+    check_device_available(device)
+    weights_f32 = all(i.type_name == "F32" for n, i in f.tensors.items()
+                      if not n.startswith("c.") and len(i.shape) == 2)
+    plan = plan_placement(device, gpu_layers, cfg.slow.n_layer, weights_are_f32=weights_f32, dtype=dtype)
+    log.info("placement: %d/%d Slow-AR layers on %s, Fast-AR on %s, weights %s",
+             plan.gpu_layer_count, cfg.slow.n_layer, plan.layer_devices[0] if plan.gpu_layer_count else "cpu",
+             plan.fast_device, str(plan.dtype).replace("torch.", ""))
+    weights = load_weights(f, cfg, dtype=plan.dtype, slow_layer_devices=list(plan.layer_devices),
+                           head_device=plan.head_device, fast_device=plan.fast_device, progress=progress)
+    round_f16 = kv_round_f16 if kv_round_f16 is not None else True
+    return DualAR(cfg, weights, kv_round_f16=round_f16), plan

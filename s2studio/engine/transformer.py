@@ -1,0 +1,159 @@
+"""The transformer maths shared by the Slow-AR and the Fast-AR, as s2.cpp computes it.
+
+Numerical choices that matter for parity with s2.cpp (spec engine.md §2, §9):
+- RoPE is ggml's "normal" mode: adjacent pairs (x[2i], x[2i+1]) rotate, not NeoX halves; the
+  angle table is built the way ggml's CPU kernel does (θ multiplied iteratively in float32).
+- RMSNorm sums squares in float64 on the CPU, like ggml (MPS has no float64: float32 there).
+- s2.cpp's KV cache is F16, but the positions evaluated in the current call attend to their own
+  fresh float32 K/V. ``KVCache(round_f16=True)`` stores fp16-rounded values; ``attend`` then
+  scores the current block against the fresh values. This cuts the logit error ~25×.
+- The residual stream, norms and softmax stay float32; a matmul runs in the weights' dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .config import TransformerConfig
+from .weights import LayerWeights, StackWeights
+
+
+def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """y = x·wᵀ in the weight's dtype on the weight's device, returned as float32."""
+    return F.linear(x.to(device=w.device, dtype=w.dtype), w).float()
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    if x.device.type == "cpu":
+        mean = x.double().square().mean(-1, keepdim=True).float()
+    else:
+        mean = x.square().mean(-1, keepdim=True)
+    return x * (1.0 / torch.sqrt(mean + eps)) * w
+
+
+class RopeTable:
+    """cos/sin of the rotation angles for positions 0..n-1, grown on demand."""
+
+    def __init__(self, head_dim: int, base: float):
+        self.head_dim = head_dim
+        self.base = base
+        self._cos = self._sin = None
+        self._n = 0
+
+    def _build(self, n: int) -> None:
+        half = self.head_dim // 2
+        # ggml: theta_0 = p, theta_{i+1} = theta_i * powf(base, -2/n_dims), all float32.
+        scale = np.float32(np.power(np.float32(self.base), np.float32(-2.0 / self.head_dim), dtype=np.float32))
+        theta = np.empty((n, half), dtype=np.float32)
+        theta[:, 0] = np.arange(n, dtype=np.float32)
+        for i in range(1, half):
+            theta[:, i] = theta[:, i - 1] * scale
+        self._cos = torch.from_numpy(np.cos(theta))
+        self._sin = torch.from_numpy(np.sin(theta))
+        self._n = n
+
+    def get(self, pos0: int, n: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        if pos0 + n > self._n:
+            self._build(max(pos0 + n, 2 * self._n, 64))
+        cos, sin = self._cos[pos0:pos0 + n], self._sin[pos0:pos0 + n]
+        return cos.to(device), sin.to(device)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: (n, heads, head_dim) float32; cos/sin: (n, head_dim/2)."""
+    n, h, d = x.shape
+    pairs = x.view(n, h, d // 2, 2)
+    x0, x1 = pairs[..., 0], pairs[..., 1]
+    c, s = cos[:, None, :], sin[:, None, :]
+    return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).view(n, h, d)
+
+
+class KVCache:
+    """Preallocated keys/values for one stack: per layer (n_kv_head, capacity, head_dim).
+
+    One tensor pair per layer so each can live on its layer's device (GPU-layer split).
+    """
+
+    def __init__(self, cfg: TransformerConfig, capacity: int, devices: list[torch.device],
+                 dtype: torch.dtype = torch.float32, round_f16: bool = True):
+        self.capacity = capacity
+        self.round_f16 = round_f16
+        shape = (cfg.n_kv_head, capacity, cfg.head_dim)
+        self.k = [torch.zeros(shape, dtype=dtype, device=d) for d in devices]
+        self.v = [torch.zeros(shape, dtype=dtype, device=d) for d in devices]
+        self.n_past = 0
+
+    def reset(self) -> None:
+        self.n_past = 0
+
+    def store(self, layer: int, pos0: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """k, v: (n_kv, n, hd) float32, written at positions pos0..pos0+n-1."""
+        if self.round_f16:
+            k, v = k.half(), v.half()
+        n = k.shape[1]
+        self.k[layer][:, pos0:pos0 + n] = k.to(self.k[layer].dtype)
+        self.v[layer][:, pos0:pos0 + n] = v.to(self.v[layer].dtype)
+
+
+def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, cache: KVCache | None,
+           layer: int, pos0: int) -> torch.Tensor:
+    """Causal GQA attention of n new queries over cached history plus the new keys.
+
+    q: (H, n, hd); k_new/v_new: (Hkv, n, hd), all float32. Returns (n, H*hd).
+    Written as grouped matmul-softmax-matmul: much faster than SDPA for one query on the CPU.
+    """
+    h, n, hd = q.shape
+    hkv = k_new.shape[0]
+    g = h // hkv
+    # Query head i uses KV head i // g: group consecutive query heads per KV head.
+    qg = q.reshape(hkv, g * n, hd) * (1.0 / math.sqrt(hd))
+    scores_new = qg @ k_new.transpose(1, 2)  # (hkv, g*n, n)
+    causal = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
+    scores_new = scores_new.masked_fill(~causal.repeat(g, 1), float("-inf"))
+    if cache is not None and pos0 > 0:
+        k_old = cache.k[layer][:, :pos0].to(torch.float32)
+        v_old = cache.v[layer][:, :pos0].to(torch.float32)
+        scores = torch.cat((qg @ k_old.transpose(1, 2), scores_new), dim=-1)
+        p = torch.softmax(scores, dim=-1)
+        out = p[..., :pos0] @ v_old + p[..., pos0:] @ v_new
+    else:
+        out = torch.softmax(scores_new, dim=-1) @ v_new
+    # (hkv, g*n, hd) -> (h, n, hd) -> (n, h*hd), head-major features as ggml concatenates them.
+    return out.reshape(h, n, hd).transpose(0, 1).reshape(n, h * hd)
+
+
+def layer_forward(x: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig, rope: RopeTable,
+                  pos0: int, cache: KVCache | None, layer: int) -> torch.Tensor:
+    """One pre-norm block. x: (n, dim) float32 on the layer's device."""
+    n = x.shape[0]
+    hd, nh, nkv = cfg.head_dim, cfg.n_head, cfg.n_kv_head
+    qkv = linear(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv)
+    q = qkv[:, : nh * hd].reshape(n, nh, hd)
+    k = qkv[:, nh * hd: (nh + nkv) * hd].reshape(n, nkv, hd)
+    v = qkv[:, (nh + nkv) * hd:].reshape(n, nkv, hd)
+    if lw.q_norm is not None:  # QK-norm happens before RoPE, with the layer eps
+        q = rms_norm(q, lw.q_norm, cfg.norm_eps)
+        k = rms_norm(k, lw.k_norm, cfg.norm_eps)
+    cos, sin = rope.get(pos0, n, x.device)
+    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    q, k, v = q.transpose(0, 1), k.transpose(0, 1).contiguous(), v.transpose(0, 1).contiguous()
+    o = attend(q, k, v, cache, layer, pos0)
+    if cache is not None:
+        cache.store(layer, pos0, k, v)
+    h = x + linear(o, lw.wo)
+    f = rms_norm(h, lw.ffn_norm, cfg.norm_eps)
+    return h + linear(F.silu(linear(f, lw.w1)) * linear(f, lw.w3), lw.w2)
+
+
+def stack_forward(x: torch.Tensor, stack: StackWeights, rope: RopeTable, pos0: int,
+                  cache: KVCache | None, collect: list[torch.Tensor] | None = None) -> torch.Tensor:
+    """Run every layer (moving x between devices at a GPU/CPU split). Returns pre-norm output."""
+    for i, lw in enumerate(stack.layers):
+        x = layer_forward(x.to(lw.device), lw, stack.cfg, rope, pos0, cache, i)
+        if collect is not None:
+            collect.append(x.detach().to("cpu"))
+    return x

@@ -1,0 +1,138 @@
+"""Bind the Dual-AR transformer tensors of a GGUF file by name, with shape checks.
+
+Tensors are dequantized once at load (``gguf.quants``) and held as torch tensors in the
+working dtype on the device the placement plan gives each part. The input embedding and the
+output head are one tensor (S2 ties them; s2.cpp ignores ``output.weight``), held once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .config import ModelConfig, TransformerConfig
+from .errors import ModelFileError
+from .gguf_file import GGUFFile
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LayerWeights:
+    attention_norm: torch.Tensor
+    wqkv: torch.Tensor
+    wo: torch.Tensor
+    ffn_norm: torch.Tensor
+    w1: torch.Tensor  # gate (through SiLU)
+    w3: torch.Tensor  # up
+    w2: torch.Tensor  # down
+    q_norm: torch.Tensor | None
+    k_norm: torch.Tensor | None
+
+    @property
+    def device(self) -> torch.device:
+        return self.wqkv.device
+
+
+@dataclass
+class StackWeights:
+    cfg: TransformerConfig
+    layers: list[LayerWeights]
+    norm: torch.Tensor
+
+
+@dataclass
+class DualARWeights:
+    embeddings: torch.Tensor  # (vocab, dim); also the tied output head
+    codebook_embeddings: torch.Tensor  # (num_codebooks * codebook_size, dim)
+    slow: StackWeights
+    fast: StackWeights | None
+    fast_embeddings: torch.Tensor | None  # (codebook_size, fast_dim)
+    fast_output: torch.Tensor | None  # (codebook_size, fast_dim)
+    fast_project_in: torch.Tensor | None  # (fast_dim, dim), no bias (as s2.cpp)
+
+
+class _Binder:
+    """Loads tensors by name, checking shapes, converting to (dtype, device)."""
+
+    def __init__(self, f: GGUFFile, dtype: torch.dtype, progress: Callable[[float], None] | None,
+                 total: int):
+        self.f = f
+        self.dtype = dtype
+        self.progress = progress
+        self.total = max(total, 1)
+        self.done = 0
+
+    def __call__(self, name: str, shape: tuple[int, ...], device: str | torch.device,
+                 dtype: torch.dtype | None = None) -> torch.Tensor:
+        info = self.f.info(name)
+        if tuple(info.shape) != tuple(shape):
+            raise ModelFileError(self.f.path, f"tensor '{name}' has shape {tuple(info.shape)}, expected "
+                                              f"{tuple(shape)} for this model's metadata")
+        arr = self.f.array(name)
+        t = torch.from_numpy(np.ascontiguousarray(arr)).to(dtype=dtype or self.dtype)
+        t = t.to(device)
+        self.done += info.n_elements
+        if self.progress is not None:
+            self.progress(min(self.done / self.total, 1.0))
+        return t
+
+
+def _stack_numel(f: GGUFFile, prefix: str, n_layer: int) -> int:
+    return sum(i.n_elements for n, i in f.tensors.items() if n.startswith(prefix))
+
+
+def _bind_stack(bind: _Binder, prefix: str, cfg: TransformerConfig, in_dim: int,
+                layer_devices: list[torch.device], norm_device: torch.device) -> StackWeights:
+    d, hd = cfg.dim, cfg.head_dim
+    qkv_rows = (cfg.n_head + 2 * cfg.n_kv_head) * hd
+    layers = []
+    f = bind.f
+    ffn = f.info(f"{prefix}0.feed_forward.w1.weight").shape[0]
+    for i in range(cfg.n_layer):
+        p = f"{prefix}{i}."
+        dev = layer_devices[i]
+        layers.append(LayerWeights(
+            attention_norm=bind(p + "attention_norm.weight", (d,), dev, torch.float32),
+            wqkv=bind(p + "attention.wqkv.weight", (qkv_rows, d), dev),
+            wo=bind(p + "attention.wo.weight", (d, cfg.n_head * hd), dev),
+            ffn_norm=bind(p + "ffn_norm.weight", (d,), dev, torch.float32),
+            w1=bind(p + "feed_forward.w1.weight", (ffn, d), dev),
+            w3=bind(p + "feed_forward.w3.weight", (ffn, d), dev),
+            w2=bind(p + "feed_forward.w2.weight", (d, ffn), dev),
+            q_norm=bind(p + "attention.q_norm.weight", (hd,), dev, torch.float32) if cfg.qk_norm else None,
+            k_norm=bind(p + "attention.k_norm.weight", (hd,), dev, torch.float32) if cfg.qk_norm else None,
+        ))
+    norm_name = "norm.weight" if prefix == "layers." else "fast_norm.weight"
+    return StackWeights(cfg, layers, bind(norm_name, (d,), norm_device, torch.float32))
+
+
+def load_weights(f: GGUFFile, cfg: ModelConfig, *, dtype: torch.dtype,
+                 slow_layer_devices: list[torch.device], head_device: torch.device,
+                 fast_device: torch.device,
+                 progress: Callable[[float], None] | None = None) -> DualARWeights:
+    """Bind every tensor the engine uses. ``progress`` gets the fraction of weights loaded."""
+    if len(slow_layer_devices) != cfg.slow.n_layer:
+        raise ValueError("one device per Slow-AR layer is required")
+    total = sum(i.n_elements for n, i in f.tensors.items() if not n.startswith("c."))
+    bind = _Binder(f, dtype, progress, total)
+    s = cfg.slow
+    emb = bind("embeddings.weight", (cfg.vocab_size, s.dim), head_device)
+    cb = bind("codebook_embeddings.weight", (cfg.num_codebooks * cfg.codebook_size, s.dim), head_device)
+    slow = _bind_stack(bind, "layers.", s, s.dim, slow_layer_devices, head_device)
+    fast = fast_emb = fast_out = proj = None
+    if cfg.fast is not None:
+        fc = cfg.fast
+        fast = _bind_stack(bind, "fast_layers.", fc, fc.dim, [fast_device] * fc.n_layer, fast_device)
+        fast_emb = bind("fast_embeddings.weight", (cfg.codebook_size, fc.dim), fast_device)
+        fast_out = bind("fast_output.weight", (cfg.codebook_size, fc.dim), fast_device)
+        if cfg.fast_project_in:
+            proj = bind("fast_project_in.weight", (fc.dim, s.dim), fast_device)
+        elif fc.dim != s.dim:
+            raise ModelFileError(f.path, f"Fast-AR width {fc.dim} differs from the Slow-AR width {s.dim} "
+                                         "but the file has no fast_project_in")
+    return DualARWeights(emb, cb, slow, fast, fast_emb, fast_out, proj)

@@ -148,7 +148,7 @@ class Tokenizer:
             )
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} mode={self.mode} size={self.size} path={str(self.path)!r}>"
+        return f"<{type(self).__name__} mode={self.mode} path={str(getattr(self, 'path', '?'))!r}>"
 
 
 # ---------------------------------------------------------------------------------------
@@ -455,6 +455,9 @@ def check_tokenizer_matches_model(
             f"its semantic tokens are <|semantic:0|>={first}, <|semantic:{n - 1}|>={last}, "
             f"but the model expects {semantic_begin_id}..{semantic_end_id}"
         )
+    extra = tok.token_id(f"<|semantic:{n}|>")
+    if extra is not None:  # fish-speech derives the range from the names: it must agree too
+        raise wrong(f"it has more semantic tokens (<|semantic:{n}|>={extra}) than the model's {n}")
 
 
 def find_tokenizer(model_path: str | os.PathLike[str]) -> Path | None:

@@ -2,6 +2,11 @@
 
 All steps are off by default. Each function takes mono float32 audio and returns a new array;
 the input is never modified. The constants are s2.cpp's.
+
+Checked against s2.cpp's own ``s2_audio.cpp`` compiled with ``g++ -O2``: trim and dynamic
+normalization are bit-identical at 16/22.05/44.1 kHz. A ``-march=native`` build lets the
+compiler fuse multiply-adds in dynamic normalization, which moves a few percent of samples by
+one float32 ulp (6e-8); no numpy code can follow that.
 """
 
 from __future__ import annotations

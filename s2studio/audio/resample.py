@@ -6,7 +6,8 @@ Two methods:
   does not alias, so a 48 kHz reference reaches the codec without folded-back high frequencies.
 * ``"linear"``: s2.cpp's ``audio_resample`` reproduced bit for bit (codec spec §8.1). It has no
   anti-alias filter; it exists so parity tests against s2.cpp's golden dumps can feed the codec
-  exactly the samples s2.cpp fed it.
+  exactly the samples s2.cpp fed it. Verified bit-identical to s2.cpp's compiled function
+  for 8/16/22.05/24/48 kHz -> 44.1 kHz and 44.1 kHz -> 16/22.05 kHz.
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ _FORMAT_HINT = "use WAV, FLAC, OGG or MP3"
 
 # soundfile >= 0.12 raises LibsndfileError (a RuntimeError); SoundFileError is its newer base.
 # OSError covers a disk error while libsndfile reads through our file object.
-_DECODE_ERRORS = (RuntimeError, getattr(sf, "SoundFileError", RuntimeError), ValueError, TypeError, EOFError, OSError)
+# Deliberately not ValueError/TypeError: those would be our bugs, not a bad file.
+_DECODE_ERRORS = (RuntimeError, getattr(sf, "SoundFileError", RuntimeError), OSError)
 
 
 def downmix_to_mono(frames: np.ndarray) -> np.ndarray:
@@ -65,9 +66,12 @@ def _decode(source, path_for_errors, max_seconds):
             if f.samplerate <= 0:
                 raise AudioInputError(path_for_errors, f"has an invalid sample rate ({f.samplerate} Hz).")
             # Judge the length from the header first, so a three-hour file is refused without
-            # decoding it. (For MP3 the header count may be an estimate; we re-check below.)
-            if f.frames > 0:
-                check_duration(f.frames, f.samplerate, path_for_errors, max_seconds)
+            # decoding it. An MP3's frame count is only an estimate (from a Xing header or the
+            # bit rate), so there we refuse early only when it is far over the limit; the exact
+            # check runs on the decoded samples either way.
+            if f.frames > 0 and max_seconds is not None:
+                if f.format != "MP3" or f.frames > 2 * max_seconds * f.samplerate:
+                    check_duration(f.frames, f.samplerate, path_for_errors, max_seconds)
             frames = f.read(dtype="float32", always_2d=True)
             rate = f.samplerate
     except AudioInputError:

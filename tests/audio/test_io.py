@@ -504,3 +504,14 @@ def test_streaming_writer_abort_keeps_previous_file(tmp_path):
         writer.abort()
     assert path.read_bytes() == b"previous take"
     assert files_in(tmp_path) == ["stream.wav"]
+
+
+def test_importing_audio_loads_neither_torch_nor_sounddevice():
+    # sounddevice raises OSError at import where PortAudio is missing (CI, servers), and torch
+    # takes seconds to import; neither may be pulled in by the audio package.
+    import subprocess
+    import sys
+
+    code = "import sys, s2studio.audio; print(sorted({'torch', 'sounddevice', 'PySide6'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

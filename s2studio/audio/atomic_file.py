@@ -26,7 +26,8 @@ def remove_quietly(path: str) -> None:
 
 
 def fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    # Read-write: on Windows fsync (_commit) refuses a read-only descriptor.
+    fd = os.open(path, os.O_RDWR | getattr(os, "O_BINARY", 0))
     try:
         os.fsync(fd)
     finally:

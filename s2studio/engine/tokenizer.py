@@ -137,7 +137,12 @@ class Tokenizer:
         return found
 
     def check_user_text(self, text: str, what: str = "text") -> None:
-        """Raise :class:`InputError` if user ``text`` contains a control token (see module doc)."""
+        """Raise :class:`InputError` if user ``text`` contains a control token (see module doc).
+
+        Control tokens are the ``added_tokens`` marked ``special`` in tokenizer.json, except
+        ``<|speaker:N|>``. The same set is used in both modes. Non-special added tokens (Qwen's
+        ``<think>`` and the like) are not part of the S2 prompt structure and are left alone.
+        """
         _to_utf8(text)
         found = self.control_tokens_in(text)
         if found:

@@ -4,7 +4,6 @@ the tokenizer.json lookup."""
 
 from __future__ import annotations
 
-import copy
 import json
 import pathlib
 import re

@@ -44,6 +44,10 @@ def _tail(state: dict | None, key: object, like: Tensor, rows: int, length: int)
     return t
 
 
+# Output lengths up to which short dilated convs use im2col + matmul on CPU (see CausalConv).
+SMALL_DILATED_LEN = 2048
+
+
 class CausalConv:
     """``CausalConvNet``: left pad (K-1)*d+1-s zeros, right pad to complete the last stride."""
 
@@ -68,7 +72,17 @@ class CausalConv:
             n_frames = (length - self.k_eff + self.pad) / self.stride + 1
             extra = (math.ceil(n_frames) - 1) * self.stride + (self.k_eff - self.pad) - length
             xin = F.pad(x, (self.pad, max(0, extra)))
-        y = F.conv1d(r16(xin, em)[None], self.w, self.b, stride=self.stride,
+        xin = r16(xin, em)
+        if (self.dilation > 1 and self.groups == 1 and self.stride == 1 and xin.device.type == "cpu"
+                and xin.shape[1] - self.k_eff + 1 <= SMALL_DILATED_LEN):
+            # PyTorch's CPU conv falls back to a very slow reference kernel
+            # (slow_conv_dilated2d) for short dilated inputs, i.e. exactly the streaming chunks;
+            # an explicit im2col + matmul (what ggml does) is 10-100x faster there.
+            k = self.w.shape[-1]
+            cols = xin.unfold(1, self.k_eff, 1)[:, :, :: self.dilation]  # (C, Lout, K)
+            cols = cols.permute(0, 2, 1).reshape(xin.shape[0] * k, -1)
+            return torch.addmm(self.b[:, None], self.w.reshape(self.w.shape[0], -1), cols)
+        y = F.conv1d(xin[None], self.w, self.b, stride=self.stride,
                      dilation=self.dilation, groups=self.groups)
         return y[0]
 

@@ -27,21 +27,25 @@ class SamplingParams:
 
 def sample_token(logits: torch.Tensor, temperature: float, top_p: float, top_k: int,
                  generator: torch.Generator | None = None) -> int:
-    """Index into ``logits`` (1-D float32, CPU). -inf entries are never chosen."""
+    """Index into ``logits`` (1-D float32, CPU). -inf entries are never chosen.
+
+    One deliberate difference: top_p >= 1 means "no top-p cut". In s2.cpp the float running
+    sum can creep above 1.0 and drop the last candidates even then (spec §6.2).
+    """
+    if temperature <= 0:
+        return int(torch.argmax(logits))  # item 0 always survives, and it is the argmax
     n = logits.shape[0]
     k = top_k if 0 < top_k <= n else n
     top_p = min(max(top_p, 0.0), 1.0)
-    # Probabilities at T=1 over *all* logits; only the top-k prefix can survive, so a partial
-    # sort is enough (ties resolve to the lower index, like argmax).
-    lse = torch.logsumexp(logits, 0)
+    # Only the top-k prefix can survive, so a partial sort is enough; the top-p cut needs
+    # the probabilities at T=1 over *all* logits, hence the full logsumexp.
     vals, idx = torch.topk(logits, k, sorted=True) if k < n else torch.sort(logits, descending=True, stable=True)
-    cum = torch.cumsum(torch.exp(vals - lse), 0)
-    keep = cum <= top_p
+    keep = vals > float("-inf")
+    if top_p < 1.0:
+        cum = torch.cumsum(torch.exp(vals - torch.logsumexp(logits, 0)), 0)
+        keep &= cum <= top_p
     keep[0] = True
-    keep &= vals > float("-inf")
-    if temperature <= 0:
-        return int(idx[0])
-    # keep is a prefix (cum is monotonic), so the survivors are vals[:m].
+    # keep is a prefix (cum is monotonic, -inf sorts last), so the survivors are vals[:m].
     m = int(keep.sum())
     probs = torch.softmax(vals[:m] / temperature, 0)
     choice = torch.multinomial(probs, 1, generator=generator)

@@ -1,0 +1,70 @@
+"""Imports flow one way: engine <- audio <- cli/server <- app. Nothing imports the app."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1] / "s2studio"
+
+# package -> s2studio packages it must never import (at any level)
+FORBIDDEN = {
+    "engine": ("s2studio.audio", "s2studio.app", "s2studio.cli", "s2studio.server", "PySide6", "sounddevice"),
+    "audio": ("s2studio.app", "s2studio.cli", "s2studio.server", "PySide6", "torch"),
+    "cli": ("PySide6",),
+    "server": ("s2studio.app", "PySide6"),
+}
+# The one sanctioned way into the app: the entry point opens it when run without a command.
+ALLOWED = {("cli/__init__.py", "s2studio.app")}
+
+
+def imported_modules(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            # resolve relative imports against the file's package
+            pkg = path.relative_to(ROOT.parent).with_suffix("").parts[: -node.level]
+            names.add(".".join(pkg + ((node.module,) if node.module else ())))
+    return names
+
+
+def test_packages_import_only_downstream():
+    problems = []
+    for pkg, forbidden in FORBIDDEN.items():
+        for path in (ROOT / pkg).rglob("*.py") if (ROOT / pkg).exists() else []:
+            rel = str(path.relative_to(ROOT))
+            for mod in imported_modules(path):
+                for bad in forbidden:
+                    if (mod == bad or mod.startswith(bad + ".")) and (rel, bad) not in ALLOWED:
+                        problems.append(f"{rel} imports {mod}")
+    assert not problems, problems
+
+
+def test_nothing_outside_app_imports_app():
+    problems = []
+    for path in ROOT.rglob("*.py"):
+        rel = str(path.relative_to(ROOT))
+        if rel.startswith("app/"):
+            continue
+        for mod in imported_modules(path):
+            if (mod == "s2studio.app" or mod.startswith("s2studio.app.")) and (rel, "s2studio.app") not in ALLOWED:
+                problems.append(f"{rel} imports {mod}")
+    assert not problems, problems
+
+
+def test_engine_audio_and_cli_import_without_qt():
+    code = (
+        "import sys; sys.modules['PySide6'] = None; sys.modules['sounddevice'] = None\n"
+        "import s2studio.engine.loader, s2studio.engine.generate, s2studio.engine.codec, s2studio.audio\n"
+        "import s2studio.cli; s2studio.cli.build_parser()\n"
+        "assert 'PySide6' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr

@@ -187,7 +187,8 @@ def write_cache(path: str, key: str, placement: CodecPlacement) -> None:
 
 def load_placed_codec(model_path: str, engine_device: str = "cpu", mode: str = "auto", *,
                       cache_path: str | None = None, use_cache: bool = True,
-                      load: Callable[[str], object] | None = None, dtype: torch.dtype = torch.float32):
+                      load: Callable[[str], object] | None = None, dtype: torch.dtype = torch.float32,
+                      emulate_ggml: bool = False):
     """Choose the codec device and load the codec there. Returns ``(codec, CodecPlacement)``.
 
     ``load(device)`` builds a codec on a device (default: ``Codec.from_gguf(model_path, ...)``);
@@ -199,7 +200,7 @@ def load_placed_codec(model_path: str, engine_device: str = "cpu", mode: str = "
         raise ValueError(f"codec placement mode must be one of {MODES}, not {mode!r}")
     if load is None:
         def load(device: str):
-            return Codec.from_gguf(model_path, device=device, dtype=dtype)
+            return Codec.from_gguf(model_path, device=device, dtype=dtype, emulate_ggml=emulate_ggml)
 
     engine_device = str(engine_device)
     loaded: dict[str, object] = {}

@@ -51,3 +51,7 @@ class GenerationCancelled(S2Error):
 
     def __init__(self) -> None:
         super().__init__("Generation was cancelled.")
+
+
+class GenerationError(S2Error):
+    """Synthesis ran but produced nothing usable (e.g. the model ended at once)."""

@@ -1,0 +1,162 @@
+"""``s2studio synth``: text (and optionally a reference voice) to a WAV file.
+
+Flag names follow s2.cpp's CLI (spec engine.md §8.5), including its single-dash long forms
+(``-text``, ``-max-tokens``...), so existing scripts keep working.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    """Model, tokenizer and device flags shared by commands that load the Dual-AR."""
+    p.add_argument("-m", "--model", default="model.gguf", help="S2 Pro GGUF file (default: model.gguf)")
+    p.add_argument("-t", "--tokenizer", default=None,
+                   help="tokenizer.json (default: beside the model, its parent folder, or ./)")
+    p.add_argument("--tokenizer-mode", choices=["hf", "s2cpp"], default="hf",
+                   help="hf: HF tokenizers, as the model was trained (default); s2cpp: s2.cpp's exact ids")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default: cpu)")
+    p.add_argument("-c", "--cuda", type=int, metavar="N", default=None, help="same as --device cuda:N")
+    p.add_argument("-M", "--metal", action="store_true", help="same as --device mps")
+    p.add_argument("-v", "--vulkan", type=int, metavar="N", default=None,
+                   help="not available in the torch engine (use --cuda or --metal)")
+    p.add_argument("-ngl", "--gpu-layers", type=int, default=-1,
+                   help="Slow-AR layers on the GPU: -1 all (default), 0 none, N the first N")
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "float16", "bfloat16"],
+                   help="working dtype of the weights (auto: float32 for f32 files, else float16)")
+    p.add_argument("-threads", "--threads", type=int, default=0, help="CPU threads (0 = all cores)")
+    codec = p.add_mutually_exclusive_group()
+    codec.add_argument("--codec-auto", dest="codec_mode", action="store_const", const="auto",
+                       help="benchmark the codec on CPU and GPU once, keep the faster (default)")
+    codec.add_argument("--codec-cpu", dest="codec_mode", action="store_const", const="cpu",
+                       help="always decode audio on the CPU")
+    codec.add_argument("--codec-follow-backend", dest="codec_mode", action="store_const", const="follow",
+                       help="decode audio on the engine's device")
+    p.set_defaults(codec_mode="auto")
+
+
+def engine_settings(args: argparse.Namespace):
+    from s2studio.engine.errors import InputError
+    from s2studio.engine.pipeline import EngineSettings
+
+    device = args.device
+    if args.vulkan is not None:
+        raise InputError("--vulkan is not available in the torch engine; use --cuda N (NVIDIA), "
+                         "--metal (Apple) or the CPU.")
+    if args.cuda is not None:
+        device = f"cuda:{args.cuda}"
+    if args.metal:
+        device = "mps"
+    return EngineSettings(model_path=args.model, tokenizer_path=args.tokenizer, tokenizer_mode=args.tokenizer_mode,
+                          device=device, gpu_layers=args.gpu_layers, dtype=args.dtype, threads=args.threads,
+                          codec_mode=args.codec_mode)
+
+
+def add_sampling_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-max-tokens", "--max-tokens", type=int, default=1024,
+                   help="most audio frames to generate, ~21.5 per second (default 1024)")
+    p.add_argument("--min-tokens-before-end", type=int, default=0,
+                   help="frames before the model may end the utterance (default 0)")
+    p.add_argument("-temp", "--temp", "--temperature", dest="temperature", type=float, default=0.8,
+                   help="sampling temperature; 0 = greedy (default 0.8)")
+    p.add_argument("-top-p", "--top-p", dest="top_p", type=float, default=0.8, help="nucleus cut (default 0.8)")
+    p.add_argument("-top-k", "--top-k", dest="top_k", type=int, default=30, help="top-k cut (default 30)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: a new one, printed)")
+    p.add_argument("--no-ras", action="store_true",
+                   help="turn off repetition-aware resampling (it is also off at temperature 0)")
+
+
+def generation_params(args: argparse.Namespace):
+    from s2studio.engine.generate import GenerationParams
+
+    return GenerationParams(max_new_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                            top_k=args.top_k, min_tokens_before_end=max(args.min_tokens_before_end, 0),
+                            ras=not args.no_ras, seed=args.seed)
+
+
+def save_npy_atomic(path: str, array: np.ndarray) -> None:
+    from s2studio.audio.atomic_file import commit_temp, make_temp_beside, remove_quietly
+
+    fd, tmp = make_temp_beside(path)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, array)
+        commit_temp(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+
+
+def run(args: argparse.Namespace) -> int:
+    from s2studio.audio import StreamingWavWriter, read_audio, write_wav
+    from s2studio.engine.pipeline import Pipeline, PostProcess, SynthesisRequest
+
+    settings = engine_settings(args)
+    reference = None
+    if args.prompt_audio:
+        if not (args.prompt_text or "").strip():
+            from s2studio.engine.errors import InputError
+
+            raise InputError("--prompt-audio needs --prompt-text, the transcript of the reference audio.")
+        reference = read_audio(args.prompt_audio)
+    request = SynthesisRequest(
+        text=args.text, reference_audio=reference, reference_text=args.prompt_text if reference is not None else None,
+        generation=generation_params(args),
+        postprocess=PostProcess(trim_silence=args.trim_silence, normalize=args.normalize,
+                                dynamic_normalize=args.dynamic_normalize),
+        stream_stride=args.stream_decode_stride or (16 if args.stream_file else 4))
+    pipeline = Pipeline(settings)
+    job = pipeline.synthesize(request)
+    if args.stream_file:
+        # PCM16 written as it is decoded, no post-processing (as s2.cpp's --stream-file).
+        with StreamingWavWriter(args.output, pipeline_sample_rate(pipeline)) as writer:
+            for chunk in job:
+                writer.write(chunk.samples)
+        result = job.result
+    else:
+        result = job.run_to_end()
+        write_wav(args.output, result.audio, result.sample_rate, subtype="FLOAT")
+    if args.codes_out:
+        save_npy_atomic(args.codes_out, result.codes.astype(np.int32))
+    t = result.timings
+    print(f"wrote {args.output}: {t.audio_s:.2f} s of audio, {t.frames} frames ({result.stop_reason}), "
+          f"seed {result.seed}; {t.total_s:.1f} s total, prefill {t.prefill_s:.2f} s, "
+          f"{t.ms_per_frame:.0f} ms/frame, codec {t.decode_s:.2f} s, real-time factor {t.real_time_factor:.2f}",
+          file=sys.stderr)
+    return 0
+
+
+def pipeline_sample_rate(pipeline) -> int:
+    pipeline.load()
+    return pipeline.codec.sample_rate
+
+
+def register(subparsers) -> None:
+    from s2studio.cli import add_log_level
+
+    p = subparsers.add_parser("synth", help="synthesize speech to a WAV file",
+                              description="Synthesize speech with S2 Pro, optionally cloning a reference voice.")
+    add_engine_options(p)
+    p.add_argument("-text", "--text", default="Hello world", help="text to speak")
+    p.add_argument("-pa", "--prompt-audio", default=None, help="reference audio to clone (WAV/FLAC/OGG/MP3)")
+    p.add_argument("-pt", "--prompt-text", default=None, help="transcript of the reference audio")
+    p.add_argument("-o", "--output", default="out.wav", help="output WAV (default: out.wav)")
+    p.add_argument("--codes-out", default=None, help="also save the codes, int32 [10, frames] (.npy)")
+    add_sampling_options(p)
+    for name, helptext in (("normalize", "peak-normalize to 0.95"),
+                           ("trim-silence", "cut trailing silence"),
+                           ("dynamic-normalize", "even out loudness (1 s RMS windows)")):
+        g = p.add_mutually_exclusive_group()
+        g.add_argument(f"--{name}", action="store_true", help=f"{helptext} (off by default)")
+        g.add_argument(f"--no-{name}", dest=name.replace("-", "_"), action="store_false", help="(default)")
+    p.add_argument("--stream-file", action="store_true",
+                   help="write 16-bit PCM through the streaming decoder as frames are generated")
+    p.add_argument("--stream-decode-stride", type=int, default=0,
+                   help="frames per decoded chunk (0 = auto: 16 with --stream-file, else 4)")
+    add_log_level(p)
+    p.set_defaults(handler=run)

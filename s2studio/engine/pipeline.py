@@ -1,0 +1,323 @@
+"""One synthesis API for the app, the CLI and the server.
+
+``Pipeline`` holds the loaded model, tokenizer and codec for one set of ``EngineSettings``.
+It loads lazily (first use, or ``load()`` with a progress callback), reloads only what a
+settings change requires, and ``synthesize(request)`` returns a ``SynthesisJob``: iterate it to
+get audio chunks as soon as the incremental decoder produces them; afterwards ``job.result``
+holds the whole take (codes, audio, timings, seed). ``job.cancel()`` — from any thread — stops
+it at the next frame boundary and leaves the pipeline ready for the next request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+
+from .errors import GenerationError, InputError
+from .generate import GenerationParams, GenerationStats, generate_frames
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[str, float], None]  # (stage, fraction of that stage done)
+
+CODEC_MODES = ("auto", "cpu", "follow")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What to load and where. Changing a field reloads only the parts that depend on it."""
+
+    model_path: str
+    tokenizer_path: str | None = None  # None: look beside the model (s2.cpp's search order)
+    tokenizer_mode: str = "hf"  # "hf" (as trained, fish-speech) or "s2cpp" (s2.cpp's exact ids)
+    device: str = "cpu"  # cpu | cuda | cuda:N | mps
+    gpu_layers: int = -1  # -1 all layers on the GPU device, 0 none, N the first N
+    dtype: str = "auto"  # weights: auto | float32 | float16 | bfloat16
+    threads: int = 0  # CPU threads, 0 = all cores
+    codec_mode: str = "auto"  # auto (benchmark CPU vs GPU) | cpu | follow (the engine's device)
+
+
+@dataclass(frozen=True)
+class PostProcess:
+    """s2.cpp's optional clean-up of the finished take (all off by default)."""
+
+    trim_silence: bool = False
+    normalize: bool = False  # peak-normalize to 0.95
+    dynamic_normalize: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class SynthesisRequest:
+    text: str
+    reference_audio: np.ndarray | None = None  # mono float32 at the codec rate (44.1 kHz)
+    reference_codes: np.ndarray | None = None  # int32 [10, T], e.g. from a voice profile
+    reference_text: str | None = None  # transcript of the reference; required with one
+    generation: GenerationParams = GenerationParams()
+    postprocess: PostProcess = PostProcess()
+    stream_stride: int = 4  # frames per streamed chunk (4 ≈ 186 ms, as s2.cpp's server)
+
+
+@dataclass(frozen=True)
+class AudioChunk:
+    samples: np.ndarray  # float32 mono
+    sample_rate: int
+    segment: int
+    frame_start: int
+    frame_count: int
+
+
+@dataclass
+class Timings:
+    load_s: float = 0.0
+    encode_reference_s: float = 0.0
+    prefill_s: float = 0.0
+    generate_s: float = 0.0  # Slow-AR steps + Fast-AR, after prefill
+    decode_s: float = 0.0  # codec
+    total_s: float = 0.0
+    frames: int = 0
+    audio_s: float = 0.0
+
+    @property
+    def ms_per_frame(self) -> float:
+        return 1000.0 * self.generate_s / max(self.frames, 1)
+
+    @property
+    def real_time_factor(self) -> float:
+        """Compute time per second of audio (< 1 is faster than real time)."""
+        return self.total_s / self.audio_s if self.audio_s > 0 else float("inf")
+
+
+@dataclass
+class SynthesisResult:
+    audio: np.ndarray  # float32 mono, post-processed
+    sample_rate: int
+    codes: np.ndarray  # int32 [num_codebooks, frames]
+    seed: int
+    stop_reason: str  # "end" | "max_tokens" | "cancelled"
+    timings: Timings = field(default_factory=Timings)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.stop_reason == "cancelled"
+
+
+class SynthesisJob:
+    """Iterate for ``AudioChunk``s; ``result`` is set once iteration ends."""
+
+    def __init__(self, run: Callable[["SynthesisJob"], Iterator[AudioChunk]]):
+        self._cancel = threading.Event()
+        self.result: SynthesisResult | None = None
+        self._iter = run(self)
+
+    @property
+    def cancel_event(self) -> threading.Event:
+        return self._cancel
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def __iter__(self) -> Iterator[AudioChunk]:
+        return self._iter
+
+    def run_to_end(self) -> SynthesisResult:
+        for _ in self._iter:
+            pass
+        assert self.result is not None
+        return self.result
+
+
+class Pipeline:
+    def __init__(self, settings: EngineSettings):
+        self._settings = settings
+        self._lock = threading.RLock()  # one synthesis or (re)load at a time
+        self.tokenizer = None
+        self.model = None
+        self.placement = None
+        self.codec = None
+        self.codec_placement = None
+        self._gguf = None
+        self.last_load_s = 0.0
+
+    # ---- settings and loading -------------------------------------------------------------
+    @property
+    def settings(self) -> EngineSettings:
+        return self._settings
+
+    @property
+    def is_loaded(self) -> bool:
+        return self.model is not None and self.codec is not None and self.tokenizer is not None
+
+    def configure(self, settings: EngineSettings) -> None:
+        """Adopt new settings; drop only the parts they invalidate (reloaded lazily)."""
+        with self._lock:
+            old, self._settings = self._settings, settings
+            if old == settings:
+                return
+            if old.model_path != settings.model_path:
+                self.unload()
+                return
+            if (old.tokenizer_path, old.tokenizer_mode) != (settings.tokenizer_path, settings.tokenizer_mode):
+                self.tokenizer = None
+            if (old.device, old.gpu_layers, old.dtype) != (settings.device, settings.gpu_layers, settings.dtype):
+                self.model = self.placement = None
+                self.codec = self.codec_placement = None  # its choice depends on the device
+            if old.codec_mode != settings.codec_mode:
+                self.codec = self.codec_placement = None
+            self._release_memory()
+
+    def load(self, progress: ProgressCallback | None = None) -> None:
+        """Load whatever is not loaded yet. ``progress(stage, fraction)``."""
+        from .threads import set_threads
+
+        with self._lock:
+            s = self._settings
+            t0 = time.perf_counter()
+            report = progress or (lambda stage, frac: None)
+            set_threads(s.threads)
+            if self._gguf is None:
+                from .gguf_file import GGUFFile
+
+                report("Opening model file", 0.0)
+                self._gguf = GGUFFile(s.model_path)
+            if self.model is None:
+                from .loader import load_dual_ar
+
+                report("Loading transformer", 0.0)
+                self.model, self.placement = load_dual_ar(
+                    s.model_path, device=s.device, gpu_layers=s.gpu_layers, dtype=s.dtype, gguf=self._gguf,
+                    progress=lambda frac: report("Loading transformer", frac))
+            if self.tokenizer is None:
+                report("Loading tokenizer", 0.0)
+                self.tokenizer = self._load_tokenizer()
+            if self.codec is None:
+                report("Loading audio codec", 0.0)
+                self.codec, self.codec_placement = self._load_codec()
+            report("Ready", 1.0)
+            self.last_load_s = time.perf_counter() - t0
+
+    def _load_tokenizer(self):
+        from .errors import TokenizerError
+        from .tokenizer import check_tokenizer_matches_model, find_tokenizer, load_tokenizer
+
+        s = self._settings
+        path = s.tokenizer_path or find_tokenizer(s.model_path)
+        if path is None:
+            raise TokenizerError("tokenizer.json", f"no tokenizer.json found beside {s.model_path} (or in its "
+                                                   "parent folder, or the current folder); choose it explicitly")
+        tok = load_tokenizer(path, mode=s.tokenizer_mode)
+        c = self.model.cfg
+        check_tokenizer_matches_model(tok, c.semantic_begin_id, c.semantic_end_id, c.vocab_size)
+        return tok
+
+    def _load_codec(self):
+        from .codec.placement import load_placed_codec
+
+        s = self._settings
+        engine_device = self.placement.fast_device if self.placement is not None else "cpu"
+        if s.codec_mode not in CODEC_MODES:
+            raise InputError(f"Unknown codec mode '{s.codec_mode}'. Use auto, cpu or follow.")
+        return load_placed_codec(s.model_path, engine_device, s.codec_mode)
+
+    def unload(self) -> None:
+        """Release the model, codec and tokenizer (they reload on next use)."""
+        with self._lock:
+            self.model = self.placement = self.codec = self.codec_placement = self.tokenizer = None
+            if self._gguf is not None:
+                self._gguf.close()
+                self._gguf = None
+            self._release_memory()
+
+    @staticmethod
+    def _release_memory() -> None:
+        gc.collect()
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    # ---- synthesis ------------------------------------------------------------------------
+    def encode_reference(self, samples: np.ndarray) -> np.ndarray:
+        """Reference audio (mono float32 at the codec rate) → int32 codes [10, T]."""
+        self.load()
+        with self._lock:
+            return self.codec.encode(np.asarray(samples, dtype=np.float32))
+
+    def synthesize(self, request: SynthesisRequest) -> SynthesisJob:
+        if not isinstance(request.text, str) or not request.text.strip():
+            raise InputError("There is no text to speak: the text is empty or only whitespace.")
+        if request.stream_stride < 1:
+            raise InputError("stream_stride must be at least 1 frame")
+        has_ref = request.reference_audio is not None or request.reference_codes is not None
+        if has_ref and not (request.reference_text or "").strip():
+            raise InputError("A reference voice needs the transcript of what is said in it.")
+        request.generation.validated()
+        return SynthesisJob(lambda job: self._run(request, job))
+
+    def _run(self, request: SynthesisRequest, job: SynthesisJob) -> Iterator[AudioChunk]:
+        from s2studio.audio import apply_postprocess
+
+        from .prompt import build_prompt
+
+        with self._lock:
+            t_start = time.perf_counter()
+            timings = Timings()
+            if not self.is_loaded:
+                self.load()
+                timings.load_s = self.last_load_s
+            model, codec, tok = self.model, self.codec, self.tokenizer
+            codes_ref = request.reference_codes
+            if codes_ref is None and request.reference_audio is not None:
+                t = time.perf_counter()
+                codes_ref = codec.encode(np.asarray(request.reference_audio, dtype=np.float32))
+                timings.encode_reference_s = time.perf_counter() - t
+            prompt = build_prompt(tok, request.text, semantic_begin_id=model.cfg.semantic_begin_id,
+                                  num_codebooks=model.cfg.num_codebooks, ref_codes=codes_ref,
+                                  ref_text=request.reference_text if codes_ref is not None else None)
+            stats = GenerationStats()
+            decoder = codec.stream_decoder()
+            frames: list[np.ndarray] = []
+            chunks: list[np.ndarray] = []
+            pending: list[np.ndarray] = []
+
+            def flush() -> AudioChunk:
+                t = time.perf_counter()
+                samples = decoder.feed(np.stack(pending, axis=1))
+                timings.decode_s += time.perf_counter() - t
+                chunk = AudioChunk(samples, codec.sample_rate, 0, len(frames) - len(pending), len(pending))
+                chunks.append(samples)
+                pending.clear()
+                return chunk
+
+            for frame in generate_frames(model, prompt, request.generation, im_end_id=tok.im_end_id,
+                                         cancel=job.cancel_event, stats=stats):
+                frames.append(frame.codes)
+                pending.append(frame.codes)
+                if len(pending) >= request.stream_stride:
+                    yield flush()
+            if pending:
+                yield flush()
+            if not frames and stats.stop_reason != "cancelled":
+                raise GenerationError("The model ended the utterance before producing any audio. "
+                                      "Try other text, a higher temperature or another seed.")
+            audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+            pp = request.postprocess
+            if len(audio) and (pp.trim_silence or pp.normalize or pp.dynamic_normalize):
+                audio = apply_postprocess(audio, codec.sample_rate, **dataclasses.asdict(pp))
+            timings.prefill_s = stats.prefill_s
+            timings.generate_s = stats.slow_s + stats.fast_s
+            timings.frames = stats.frames
+            timings.audio_s = len(audio) / codec.sample_rate
+            timings.total_s = time.perf_counter() - t_start
+            codes = np.stack(frames, axis=1) if frames else np.zeros((model.cfg.num_codebooks, 0), np.int32)
+            job.result = SynthesisResult(audio.astype(np.float32, copy=False), codec.sample_rate, codes,
+                                         stats.seed, stats.stop_reason, timings)
+            log.info("synthesized %.2f s of audio in %.2f s (%d frames, %.0f ms/frame, prefill %.2f s, "
+                     "codec %.2f s, seed %d, %s)", timings.audio_s, timings.total_s, timings.frames,
+                     timings.ms_per_frame, timings.prefill_s, timings.decode_s, stats.seed, stats.stop_reason)

@@ -1,0 +1,149 @@
+"""The Pipeline API end to end on the golden tiny models."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from s2studio.engine.errors import InputError, TokenizerError
+from s2studio.engine.generate import GenerationParams
+from s2studio.engine.pipeline import EngineSettings, Pipeline, PostProcess, SynthesisRequest
+
+GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden"
+
+
+def dump(case, name):
+    return np.load(GOLDEN / case / "dumps" / f"{name}.npy")
+
+
+def golden_request(case, **kw):
+    inputs = json.loads((GOLDEN / case / "inputs.json").read_text())
+    p = inputs["params"]
+    gen = GenerationParams(max_new_tokens=p["max_tokens"], temperature=0.0, top_p=p["top_p"], top_k=p["top_k"],
+                           min_tokens_before_end=p["min_tokens_before_end"], ras=False)
+    return SynthesisRequest(text=inputs["text"], generation=gen, **kw)
+
+
+def settings(case, **kw):
+    return EngineSettings(model_path=str(GOLDEN / case / "model.gguf"), tokenizer_mode="s2cpp",
+                          codec_mode="cpu", **kw)
+
+
+@pytest.fixture(scope="module")
+def tts():
+    return Pipeline(settings("tts_f32"))
+
+
+def test_loads_lazily_and_reports_stages():
+    p = Pipeline(settings("tts_f32"))
+    assert not p.is_loaded
+    stages = []
+    p.load(lambda stage, frac: stages.append((stage, frac)))
+    assert p.is_loaded
+    names = [s for s, _ in stages]
+    assert names[0] == "Opening model file" and names[-1] == "Ready"
+    assert "Loading transformer" in names and "Loading tokenizer" in names and "Loading audio codec" in names
+    fracs = [f for s, f in stages if s == "Loading transformer"]
+    assert fracs == sorted(fracs) and fracs[-1] == pytest.approx(1.0)
+
+
+def test_greedy_synthesis_matches_s2cpp(tts):
+    job = tts.synthesize(golden_request("tts_f32", stream_stride=3))
+    chunks = list(job)
+    r = job.result
+    np.testing.assert_array_equal(r.codes, dump("tts_f32", "codes"))
+    assert [c.frame_count for c in chunks] == [3, 3, 3, 3, 3, 1]
+    assert [c.frame_start for c in chunks] == [0, 3, 6, 9, 12, 15]
+    streamed = np.concatenate([c.samples for c in chunks])
+    np.testing.assert_array_equal(streamed, r.audio)  # no post-processing requested
+    gold = dump("tts_f32", "audio")
+    assert np.abs(r.audio - gold).max() <= 1e-2
+    assert np.sqrt(np.mean((r.audio - gold) ** 2)) / np.sqrt(np.mean(gold**2)) <= 5e-3
+    assert r.sample_rate == 44100 and r.stop_reason == "max_tokens"
+    t = r.timings
+    assert t.frames == 16 and t.audio_s == pytest.approx(16 * 2048 / 44100) and t.total_s > 0
+
+
+def test_clone_from_voice_codes_matches_s2cpp():
+    p = Pipeline(settings("clone_f32_qknorm"))
+    inputs = json.loads((GOLDEN / "clone_f32_qknorm" / "inputs.json").read_text())
+    req = golden_request("clone_f32_qknorm", reference_codes=dump("clone_f32_qknorm", "ref_codes"),
+                         reference_text=inputs["prompt_text"])
+    r = p.synthesize(req).run_to_end()
+    np.testing.assert_array_equal(r.codes, dump("clone_f32_qknorm", "codes"))
+
+
+def test_clone_from_reference_audio_runs():
+    import soundfile as sf
+
+    p = Pipeline(settings("clone_f32_qknorm"))
+    audio, sr = sf.read(GOLDEN / "clone_f32_qknorm" / "reference.wav", dtype="float32")
+    inputs = json.loads((GOLDEN / "clone_f32_qknorm" / "inputs.json").read_text())
+    r = p.synthesize(golden_request("clone_f32_qknorm", reference_audio=audio,
+                                    reference_text=inputs["prompt_text"])).run_to_end()
+    assert r.codes.shape == (10, 16) and r.timings.encode_reference_s > 0
+    # The encoder reproduces s2.cpp's reference codes almost exactly, so the prompt and
+    # therefore most of the greedy output agree.
+    assert (p.encode_reference(audio) == dump("clone_f32_qknorm", "ref_codes")).mean() >= 0.95
+
+
+def test_cancel_stops_within_a_frame_and_pipeline_stays_usable(tts):
+    req = SynthesisRequest(text="Hello there.", generation=GenerationParams(max_new_tokens=200, seed=3),
+                           stream_stride=1)
+    job = tts.synthesize(req)
+    got = []
+    for chunk in job:
+        got.append(chunk)
+        if len(got) == 2:
+            job.cancel()
+    assert len(got) == 2 and job.result.cancelled and job.result.codes.shape[1] == 2
+    again = tts.synthesize(golden_request("tts_f32")).run_to_end()
+    np.testing.assert_array_equal(again.codes, dump("tts_f32", "codes"))
+
+
+def test_postprocess_applies_to_the_final_take(tts):
+    r = tts.synthesize(golden_request("tts_f32", postprocess=PostProcess(normalize=True))).run_to_end()
+    assert np.abs(r.audio).max() == pytest.approx(0.95, abs=1e-6)
+
+
+def test_bad_requests_are_clear_errors(tts):
+    with pytest.raises(InputError, match="empty"):
+        tts.synthesize(SynthesisRequest(text="   "))
+    with pytest.raises(InputError, match="transcript"):
+        tts.synthesize(SynthesisRequest(text="hi", reference_codes=np.zeros((10, 4), np.int32)))
+    with pytest.raises(InputError, match="control token"):
+        tts.synthesize(SynthesisRequest(text="hi <|im_end|> there")).run_to_end()
+
+
+def test_configure_reloads_only_what_changed():
+    p = Pipeline(settings("tts_f32"))
+    p.load()
+    model, codec, tok = p.model, p.codec, p.tokenizer
+    p.configure(settings("tts_f32", threads=1))
+    assert p.model is model and p.codec is codec and p.tokenizer is tok
+    p.configure(dataclass_replace(p.settings, tokenizer_mode="hf"))
+    assert p.model is model and p.tokenizer is None
+    p.configure(dataclass_replace(p.settings, dtype="float16"))
+    assert p.model is None and p.codec is None
+    p.load()
+    assert p.model.w.slow.layers[0].wqkv.dtype.itemsize == 2 and p.tokenizer.mode == "hf"
+    p.unload()
+    assert not p.is_loaded
+
+
+def test_missing_tokenizer_is_named(tmp_path):
+    import shutil
+
+    shutil.copy(GOLDEN / "tts_f32" / "model.gguf", tmp_path / "model.gguf")
+    p = Pipeline(EngineSettings(model_path=str(tmp_path / "model.gguf"), codec_mode="cpu"))
+    with pytest.raises(TokenizerError, match="no tokenizer.json found"):
+        p.load()
+
+
+def dataclass_replace(obj, **kw):
+    import dataclasses
+
+    return dataclasses.replace(obj, **kw)

@@ -1,0 +1,77 @@
+"""``s2studio synth`` in a subprocess, as a user runs it."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import soundfile as sf
+
+GOLDEN = pathlib.Path(__file__).resolve().parent / "data" / "golden"
+TTS = GOLDEN / "tts_f32"
+CLONE = GOLDEN / "clone_f32_qknorm"
+
+
+def synth(*args: str, cwd: pathlib.Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "s2studio", "synth", "--codec-cpu", "--log-level", "error", *args],
+                          capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def test_writes_playable_wav_and_codes(tmp_path):
+    out, codes = tmp_path / "hello.wav", tmp_path / "codes.npy"
+    r = synth("-m", str(TTS / "model.gguf"), "--text", "Hello world, this is a tiny test of the speech system.",
+              "--temp", "0", "--max-tokens", "16", "--min-tokens-before-end", "16", "--no-ras",
+              "--tokenizer-mode", "s2cpp", "-o", str(out), "--codes-out", str(codes))
+    assert r.returncode == 0, r.stderr
+    audio, sr = sf.read(out, dtype="float32")
+    info = sf.info(out)
+    assert sr == 44100 and info.subtype == "FLOAT" and len(audio) == 16 * 2048
+    np.testing.assert_array_equal(np.load(codes), np.load(TTS / "dumps" / "codes.npy"))
+    assert np.abs(audio - np.load(TTS / "dumps" / "audio.npy")).max() <= 1e-2
+    assert "seed" in r.stderr and "real-time factor" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["codes.npy", "hello.wav"]  # no temp files
+
+
+def test_clone_with_s2cpp_short_flags_and_stream_file(tmp_path):
+    out = tmp_path / "clone.wav"
+    r = synth("-m", str(CLONE / "model.gguf"), "-text", "A short test.", "-pa", str(CLONE / "reference.wav"),
+              "-pt", "This is the reference voice.", "-max-tokens", "10", "-temp", "0.7", "--seed", "4",
+              "--stream-file", "--stream-decode-stride", "3", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    info = sf.info(out)
+    assert info.samplerate == 44100 and info.subtype == "PCM_16" and info.frames % 2048 == 0 and info.frames > 0
+
+
+def test_seed_reproduces_the_same_take(tmp_path):
+    args = ["-m", str(TTS / "model.gguf"), "--text", "Again and again.", "--max-tokens", "12", "--seed", "99"]
+    assert synth(*args, "-o", str(tmp_path / "a.wav"), "--codes-out", str(tmp_path / "a.npy")).returncode == 0
+    assert synth(*args, "-o", str(tmp_path / "b.wav"), "--codes-out", str(tmp_path / "b.npy")).returncode == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"))
+    # Multi-threaded float reductions may differ in the last bits between runs.
+    np.testing.assert_allclose(sf.read(tmp_path / "a.wav")[0], sf.read(tmp_path / "b.wav")[0], atol=1e-5, rtol=0)
+
+
+def one_line_error(r: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+def test_bad_inputs_give_one_clear_line_and_no_output(tmp_path):
+    out = tmp_path / "out.wav"
+    one_line_error(synth("-m", str(tmp_path / "missing.gguf"), "-o", str(out)), "missing.gguf", "does not exist")
+    one_line_error(synth("-m", str(TTS / "model.gguf"), "--text", " ", "-o", str(out)), "empty")
+    one_line_error(synth("-m", str(TTS / "model.gguf"), "-pa", str(CLONE / "reference.wav"), "-o", str(out)),
+                   "--prompt-text")
+    bad_audio = tmp_path / "ref.wav"
+    bad_audio.write_text("not audio")
+    one_line_error(synth("-m", str(CLONE / "model.gguf"), "-pa", str(bad_audio), "-pt", "hi", "-o", str(out)),
+                   "ref.wav")
+    one_line_error(synth("-m", str(TTS / "model.gguf"), "--vulkan", "0", "-o", str(out)), "not available")
+    one_line_error(synth("-m", str(TTS / "model.gguf"), "--device", "cuda:7", "-o", str(out)), "cuda")
+    one_line_error(synth("-m", str(TTS / "model.gguf"), "--text", "say <|im_end|>", "-o", str(out)), "<|im_end|>")
+    assert not out.exists() and list(tmp_path.iterdir()) == [bad_audio]

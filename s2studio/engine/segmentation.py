@@ -15,8 +15,8 @@ and joined with a short pause (spec §8.1). Two modes:
     ``3.14``, ``.5``, ``example.com`` and ``e.g`` never split. An ellipsis followed by a
     lower-case word (``Well... maybe``) does not split either.
   * Abbreviations (``Mr. Dr. e.g. etc.``...; see :data:`ALWAYS_ABBREVIATIONS` and
-    :data:`ABBREVIATIONS_BEFORE_LOWERCASE`) and single-capital initials (``J. R. R.``) do not
-    end a sentence. Limits: the list is small and English-centric; ``plan B. Then`` is kept as
+    :data:`ABBREVIATIONS_BEFORE_LOWERCASE`, dotted acronyms like ``U.S.A.``) and single-capital
+    initials (``J. R. R.``, but not ``I.``) do not end a sentence. Limits: the list is small and English-centric; ``plan B. Then`` is kept as
     one sentence (an unsplit sentence only costs a longer segment, a wrong split breaks the
     prosody mid-sentence, so we err on the side of not splitting).
   * ``<|speaker:N|>`` always starts a new segment (a turn boundary), and the speaker stays
@@ -83,6 +83,9 @@ ALWAYS_ABBREVIATIONS = frozenset(
 # End a sentence only when the next word starts with a capital: "etc. Then" splits,
 # "etc. and more" does not.
 ABBREVIATIONS_BEFORE_LOWERCASE = frozenset("etc a.m p.m inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec".split())
+
+# "U.S.A." / "U.K.": like "etc.", ends a sentence only before a capital.
+_DOTTED_ACRONYM_RE = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 
 _MASK64 = (1 << 64) - 1
 
@@ -339,7 +342,7 @@ def _ends_sentence(scan: _Scan, sentence_start: int, i: int, run_end: int) -> bo
         return False
     if len(word) == 1 and text[i - 1].isupper() and word != "i":
         return False  # an initial: "J. R. R. Tolkien"
-    if word in ABBREVIATIONS_BEFORE_LOWERCASE:
+    if word in ABBREVIATIONS_BEFORE_LOWERCASE or _DOTTED_ACRONYM_RE.fullmatch(word):
         return bool(next_word) and next_word.isupper()
     return True
 

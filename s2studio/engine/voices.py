@@ -273,6 +273,10 @@ def check_compatible(
         )
 
 
+def _utc_now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 def _write_atomic(dest: str, data: bytes) -> None:
     fd, temp = make_temp_beside(dest)
     try:
@@ -546,7 +550,8 @@ class VoiceLibrary:
             "name": display_name or voice_id,
             "language": language,
             "notes": notes,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+            # an overwrite keeps the voice's original creation time
+            "created": self._read_sidecar(voice_id).get("created") or _utc_now_iso(),
             "transcript": transcript,
             "num_frames": profile.num_frames,
             "sample_rate": sample_rate,

@@ -319,9 +319,12 @@ def test_ids_made_unique_and_clashes_refused(tmp_path):
 
 def test_overwrite_replaces_codes_and_drops_stale_clip(tmp_path):
     lib = VoiceLibrary(tmp_path)
-    lib.save("a", _codes(1), "one", name="A", reference_audio=np.full(4410, 0.1, np.float32))
+    created = lib.save("a", _codes(1), "one", name="A", reference_audio=np.full(4410, 0.1, np.float32)).created
+    sidecar = tmp_path / "a.json"
+    sidecar.write_text(sidecar.read_text("utf-8").replace(created, "2020-01-01T00:00:00Z"), "utf-8")
     lib.save("a", _codes(2), "two", name="A2", overwrite=True)
     voice = lib.get("a")
+    assert voice.info.created == "2020-01-01T00:00:00Z"
     np.testing.assert_array_equal(voice.codes, _codes(2))
     assert voice.transcript == "two" and voice.info.name == "A2" and voice.reference_audio is None
 

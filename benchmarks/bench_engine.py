@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Time the Dual-AR engine and read the result against this machine's memory bandwidth.
+
+    python benchmarks/bench_engine.py --model MODEL.gguf [--frames 24] [--prompt-tokens 48]
+    python benchmarks/bench_engine.py --make full-q8_0          # build (once, cached) and time
+    python benchmarks/bench_engine.py --make tiny               # seconds; checks the script runs
+
+Reports load time, prefill, Slow-AR ms/step and Fast-AR ms/frame (separately), peak RSS,
+and, measured in the same run, the streaming-read bandwidth of memory. A decode step must read
+every weight it uses once, so ``weight bytes per frame / bandwidth`` is a floor no engine can
+beat; the "x floor" columns say how far above it we are. Ratios within one run are what to
+compare across machines and commits, never absolute times.
+
+``--make full-q8_0|full-q4_k|full-f16`` writes a full-size random-weight S2 Pro GGUF (the real
+layout and sizes, random weights) with tools/make_full_s2.py into --cache-dir (default
+./bench-models, 3-10 GB), once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from s2studio.engine.generate import GenerationParams, GenerationStats, generate_frames  # noqa: E402
+from s2studio.engine.loader import load_dual_ar  # noqa: E402
+from s2studio.engine.threads import set_threads  # noqa: E402
+
+
+def memory_bandwidth_gbps(gb: float = 1.0, reps: int = 5) -> float:
+    """Median streaming-read bandwidth of a float32 array (torch sum, current threads)."""
+    t = torch.ones(int(gb * 1e9) // 4, dtype=torch.float32)  # touches every page
+    t.sum()
+    speeds = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        t.sum()
+        speeds.append(t.numel() * 4 / (time.perf_counter() - t0) / 1e9)
+    del t
+    return statistics.median(speeds)
+
+
+def ensure_model(kind: str, cache_dir: pathlib.Path) -> pathlib.Path:
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tools = ROOT / "tools"
+    if kind == "tiny":
+        out = cache_dir / "tiny.gguf"
+        tok = ROOT / "tests" / "data" / "golden" / "tts_f32" / "tokenizer.json"
+        if not out.exists():
+            subprocess.run([sys.executable, str(tools / "make_tiny_s2.py"), "--tokenizer", str(tok),
+                            "--out", str(out), "--seed", "1"], check=True, stdout=subprocess.DEVNULL)
+        return out
+    dtype = kind.split("-", 1)[1]
+    tok = cache_dir / "tokenizer-full.json"
+    if not tok.exists():
+        subprocess.run([sys.executable, str(tools / "make_full_tokenizer.py"), "--out", str(tok)], check=True,
+                       stdout=subprocess.DEVNULL)
+    out = cache_dir / f"s2-full-{dtype}.gguf"
+    if not out.exists():
+        tmp = out.with_suffix(".partial")
+        print(f"building {out} (once; several GB)...", file=sys.stderr)
+        subprocess.run([sys.executable, str(tools / "make_full_s2.py"), "--tokenizer", str(tok), "--out", str(tmp),
+                        "--dtype", dtype], check=True, stdout=subprocess.DEVNULL)
+        os.replace(tmp, out)
+    return out
+
+
+def weight_bytes_per_frame(model) -> dict[str, int]:
+    """Bytes of working weights one frame must read: the Slow-AR step (layers + the sampled
+    head rows) and 9 Fast-AR positions (layers + fast head)."""
+    def nbytes(t):
+        return t.numel() * t.element_size()
+
+    def stack(s):
+        return sum(nbytes(getattr(lw, n)) for lw in s.layers for n in ("wqkv", "wo", "w1", "w2", "w3"))
+
+    c = model.cfg
+    head = (c.codebook_size + 1) * c.slow.dim * model.w.embeddings.element_size()
+    slow = stack(model.w.slow) + head
+    fast_call = stack(model.w.fast) + nbytes(model.w.fast_output)
+    return {"slow_step": slow, "fast_frame": (c.num_codebooks - 1) * fast_call,
+            "frame": slow + (c.num_codebooks - 1) * fast_call}
+
+
+def make_prompt(model, n_tokens: int) -> np.ndarray:
+    """A text-only prompt of n tokens ending in <|voice|>-like ids; content doesn't affect timing."""
+    c = model.cfg
+    rng = np.random.default_rng(0)
+    p = np.zeros((c.num_codebooks + 1, n_tokens), dtype=np.int32)
+    p[0] = rng.integers(0, min(c.semantic_begin_id, 256), n_tokens)
+    return p
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="GGUF file to time")
+    src.add_argument("--make", choices=["tiny", "full-q8_0", "full-q4_k", "full-f16"],
+                     help="generate (once) a random-weight model of this kind and time it")
+    ap.add_argument("--cache-dir", default=str(ROOT / "bench-models"))
+    ap.add_argument("--frames", type=int, default=24)
+    ap.add_argument("--prompt-tokens", type=int, default=48)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--bandwidth-gb", type=float, default=1.0, help="size of the bandwidth probe array")
+    ap.add_argument("--json", action="store_true", help="print JSON only")
+    a = ap.parse_args(argv)
+
+    threads = set_threads(a.threads)
+    path = pathlib.Path(a.model) if a.model else ensure_model(a.make, pathlib.Path(a.cache_dir))
+    bw = memory_bandwidth_gbps(a.bandwidth_gb)
+
+    t0 = time.perf_counter()
+    model, plan = load_dual_ar(path, device=a.device, dtype=a.dtype)
+    load_s = time.perf_counter() - t0
+    im_end = model.cfg.semantic_end_id + 1  # any non-semantic id: never produced with min_tokens
+    prompt = make_prompt(model, a.prompt_tokens)
+    params = GenerationParams(max_new_tokens=a.frames, temperature=0.8, top_p=0.8, top_k=30, seed=0,
+                              min_tokens_before_end=a.frames)
+    # Warm-up (first-call allocations), then the timed run.
+    for _ in generate_frames(model, prompt, GenerationParams(max_new_tokens=2, seed=0, min_tokens_before_end=2),
+                             im_end_id=im_end):
+        pass
+    st = GenerationStats()
+    for _ in generate_frames(model, prompt, params, im_end_id=im_end, stats=st):
+        pass
+    steps = max(st.frames - 1, 1)
+    slow_ms = 1000 * st.slow_s / steps
+    fast_ms = 1000 * st.fast_s / max(st.frames, 1)
+    wb = weight_bytes_per_frame(model)
+    floor = {k: v / (bw * 1e9) * 1000 for k, v in wb.items()}
+    out = {
+        "model": str(path), "dtype": str(plan.dtype).replace("torch.", ""), "device": a.device,
+        "threads": threads, "bandwidth_GBps": round(bw, 2),
+        "load_s": round(load_s, 2), "prompt_tokens": a.prompt_tokens,
+        "prefill_ms": round(1000 * st.prefill_s, 1), "frames": st.frames,
+        "slow_ms_per_step": round(slow_ms, 2), "fast_ms_per_frame": round(fast_ms, 2),
+        "ms_per_frame": round(slow_ms + fast_ms, 2),
+        "frames_per_s": round(1000 / (slow_ms + fast_ms), 3),
+        "realtime_factor": round((slow_ms + fast_ms) / (1000 / 21.533), 3),
+        "weight_GB_per_frame": round(wb["frame"] / 1e9, 4),
+        "floor_ms_per_frame": round(floor["frame"], 2),
+        "x_floor_frame": round((slow_ms + fast_ms) / floor["frame"], 2),
+        "x_floor_slow": round(slow_ms / floor["slow_step"], 2),
+        "x_floor_fast": round(fast_ms / floor["fast_frame"], 2),
+        "peak_rss_GB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
+    }
+    if a.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k:>22}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

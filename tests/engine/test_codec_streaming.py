@@ -133,14 +133,27 @@ def test_blocked_windowed_attention_equals_naive(length, window):
     assert torch.allclose(out, _naive_attention(q, k, v, window), atol=1e-5)
 
 
-def test_encoder_window_beyond_512_latent_frames_is_causal(codec):
-    # > 512 latent frames exercises the encoder transformer's 512-frame window and the query
-    # blocks. Causality: the codes of a prefix equal the first codes of the whole (up to the
-    # last, padded frame).
+def test_encoder_window_beyond_512_latent_frames(codec):
+    # 600 latent frames: more than the encoder transformer's 512-frame window and more than one
+    # encoder chunk (256), so the chunked encoder carries conv tails and the window's KV state.
     rng = np.random.default_rng(3)
     t = np.arange(600 * 512) / 44100.0
-    audio = (0.3 * np.sin(2 * np.pi * 180 * t * (1 + 0.2 * np.sin(t))) + 0.02 * rng.standard_normal(t.size)).astype(np.float32)
+    audio = (0.3 * np.sin(2 * np.pi * 180 * t * (1 + 0.2 * np.sin(t)))
+             + 0.02 * rng.standard_normal(t.size)).astype(np.float32)
+    chunked = codec.encoder(audio)
+    one_shot = codec.encoder(audio, chunk_frames=10**6)
+    assert chunked.shape == one_shot.shape == (600, codec.cfg.latent_dim)
+    assert (chunked - one_shot).abs().max().item() <= 1e-4
     full = codec.encode(audio)
-    part = codec.encode(audio[: 2048 * 100])
     assert full.shape == (10, 150)
+    # Causality: a prefix's codes equal the first codes of the whole (the last prefix frame
+    # sees zero padding where the whole sees audio, so it is left out).
+    part = codec.encode(audio[: 2048 * 100])
     assert (full[:, :99] == part[:, :99]).mean() >= 0.99
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 16])
+def test_chunked_encoder_equals_one_shot_on_golden_audio(codec, chunk):
+    audio = np.load(GOLDEN / "codec_roundtrip" / "dumps" / "ref_audio.npy")
+    one_shot = codec.encoder(audio, chunk_frames=10**6)
+    assert (codec.encoder(audio, chunk_frames=chunk) - one_shot).abs().max().item() <= 1e-4

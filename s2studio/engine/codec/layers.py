@@ -64,10 +64,14 @@ class CausalConv:
             else:
                 xin = torch.cat([_tail(state, self, x, x.shape[0], self.pad), x], dim=1)
                 state[self] = xin[:, xin.shape[1] - self.pad:].clone()
+        elif state is not None:
+            # Chunked encoder: every chunk is a whole number of strides, so the right padding
+            # is never needed and the left context is the last K_eff - s input samples.
+            if x.shape[1] % self.stride:
+                raise ValueError("a chunk for a strided conv must be a multiple of its stride")
+            xin = torch.cat([_tail(state, self, x, x.shape[0], self.pad), x], dim=1)
+            state[self] = xin[:, xin.shape[1] - self.pad:].clone()
         else:
-            # Strided convs exist only in the encoder, which is never streamed.
-            if state is not None:
-                raise ValueError("strided causal conv has no streaming form")
             length = x.shape[1]
             n_frames = (length - self.k_eff + self.pad) / self.stride + 1
             extra = (math.ceil(n_frames) - 1) * self.stride + (self.k_eff - self.pad) - length

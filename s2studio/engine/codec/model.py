@@ -28,6 +28,8 @@ Tensor = torch.Tensor
 # decode() runs at most this many frames through the network at once; longer inputs go through
 # the streaming decoder in chunks of this size. Same result (the codec is causal), bounded memory.
 DECODE_CHUNK_FRAMES = 256
+# encoder() runs at most this many latent frames (x hop samples) at once; see encoder().
+ENCODE_CHUNK_FRAMES = 256
 
 
 class _Loader:
@@ -327,19 +329,35 @@ class Codec:
         pad = (-a.numel()) % fl  # s2.cpp pads to a multiple of frame_length (512), not 2048
         return torch.nn.functional.pad(a.to(self.device, self.dtype), (0, pad))
 
-    def encoder(self, audio: np.ndarray | Tensor) -> Tensor:
-        """Mono samples at the codec rate -> latent (L, D), L = ceil(N / frame_length)·frame_length / hop."""
+    def encoder(self, audio: np.ndarray | Tensor, chunk_frames: int | None = None) -> Tensor:
+        """Mono samples at the codec rate -> latent (L, D), L = ceil(N / frame_length)·frame_length / hop.
+
+        The encoder is causal, so long audio is run in chunks of ``chunk_frames`` latent frames
+        (default ``ENCODE_CHUNK_FRAMES``) with the same carried state as the streaming decoder:
+        identical result, but peak memory no longer grows with the length (a 60 s reference
+        at full size would otherwise hold several GB of 64-channel full-rate activations).
+        """
         em = self.emulate_ggml
+        hop = int(np.prod(self.cfg.encoder_rates))
+        chunk = (chunk_frames or ENCODE_CHUNK_FRAMES) * hop
         with torch.inference_mode():
-            x = self.enc_in(self._audio_tensor(audio)[None], em)
-            for units, snake, conv, tr in self.enc_blocks:
-                for u in units:
-                    x = u(x, em)
-                x = conv(snake(x), em)
-                if tr is not None:
-                    x = tr(x.t(), em).t()
-            x = self.enc_out(self.enc_snake(x), em)
-            return x.t()
+            a = self._audio_tensor(audio)
+            if a.numel() <= chunk or a.numel() % hop:
+                return self._encoder_run(a, em, None)
+            state: dict = {}
+            return torch.cat([self._encoder_run(a[i:i + chunk], em, state)
+                              for i in range(0, a.numel(), chunk)])
+
+    def _encoder_run(self, a: Tensor, em: bool, state: dict | None) -> Tensor:
+        x = self.enc_in(a[None], em, state)
+        for units, snake, conv, tr in self.enc_blocks:
+            for u in units:
+                x = u(x, em, state)
+            x = conv(snake(x), em, state)
+            if tr is not None:
+                x = tr(x.t(), em, state).t()
+        x = self.enc_out(self.enc_snake(x), em, state)
+        return x.t()
 
     def quantizer_front(self, latent: Tensor) -> Tensor:
         """Latent (L, D) -> downsample stages -> pre_module -> (ceil(L/4), D): the VQ input."""

@@ -243,3 +243,14 @@ def test_codec_only_architecture_has_no_prefix():
     assert c.cfg.prefix == "" and c.device == torch.device("cpu") and c.dtype == torch.float32
     codes = dump("codec_roundtrip", "codec_dec_codes_in")[:, :8]
     np.testing.assert_array_equal(c.decode(codes), codec("codec_roundtrip").decode(codes))
+
+
+def test_float16_weights_run_with_reasonable_quality():
+    # Half precision is for GPU speed, not parity; it must still run everywhere and be close.
+    case = "codec_roundtrip"
+    c = Codec.from_gguf(GOLDEN / case / "model.gguf", dtype=torch.float16)
+    audio = c.decode(dump(case, "codec_dec_codes_in"))
+    gold = dump(case, "audio").astype(np.float64)
+    assert audio.dtype == np.float32
+    snr = 10 * np.log10(np.mean(gold ** 2) / np.mean((audio - gold) ** 2))
+    assert snr > 35

@@ -174,17 +174,22 @@ def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor:
     return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps) * w
 
 
-def rope(x: Tensor, positions: Tensor, base: float) -> Tensor:
-    """ggml "normal" RoPE: rotate adjacent pairs (x[2i], x[2i+1]) by pos·base^(-2i/hd).
+def rope_tables(positions: range, head_dim: int, base: float, dtype: torch.dtype,
+                device: torch.device) -> tuple[Tensor, Tensor]:
+    """cos/sin of pos·base^(-2i/hd), shaped (L, 1, hd/2) for ``rope``.
 
-    x: (L, H, hd). Angles are computed in float64 so that long streams (large positions) do
-    not lose precision; one-shot and streaming use the same absolute positions.
+    Angles are computed in float64 on the CPU (MPS has no float64) so that long streams
+    (large absolute positions) keep their precision; one-shot and streaming use the same
+    absolute positions, hence the same tables.
     """
-    hd = x.shape[-1]
-    inv = base ** (-torch.arange(0, hd, 2, dtype=torch.float64, device=positions.device) / hd)
-    ang = positions.to(torch.float64)[:, None] * inv[None, :]
-    cos = torch.cos(ang).to(x.dtype)[:, None, :]
-    sin = torch.sin(ang).to(x.dtype)[:, None, :]
+    inv = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    ang = torch.arange(positions.start, positions.stop, dtype=torch.float64)[:, None] * inv[None, :]
+    return (torch.cos(ang).to(device=device, dtype=dtype)[:, None, :],
+            torch.sin(ang).to(device=device, dtype=dtype)[:, None, :])
+
+
+def rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """ggml "normal" RoPE on x (L, H, hd): rotate adjacent pairs (x[2i], x[2i+1]), not NeoX halves."""
     x0, x1 = x[..., 0::2], x[..., 1::2]
     return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).flatten(-2)
 
@@ -242,7 +247,7 @@ class Transformer:
         length = x.shape[0]
         hd, nh, nkv = self.head_dim, self.n_head, self.n_kv
         pos0 = state.get((self, "pos"), 0) if state is not None else 0
-        positions = torch.arange(pos0, pos0 + length, device=x.device)
+        cos, sin = rope_tables(range(pos0, pos0 + length), hd, self.rope_base, x.dtype, x.device)
         keep = self.window - 1
         for layer in self.layers:
             n = rms_norm(x, layer.attn_norm, self.eps)
@@ -250,8 +255,8 @@ class Transformer:
             q = qkv[:, : nh * hd].reshape(length, nh, hd)
             k = qkv[:, nh * hd: (nh + nkv) * hd].reshape(length, nkv, hd)
             v = qkv[:, (nh + nkv) * hd: (nh + 2 * nkv) * hd].reshape(length, nkv, hd)
-            q = rope(q, positions, self.rope_base).transpose(0, 1)
-            k = rope(k, positions, self.rope_base).transpose(0, 1)
+            q = rope(q, cos, sin).transpose(0, 1)
+            k = rope(k, cos, sin).transpose(0, 1)
             v = v.transpose(0, 1)
             k_pos0 = pos0
             if state is not None:

@@ -53,24 +53,57 @@ class PostProcess:
     dynamic_normalize: bool = False
 
 
+@dataclass(frozen=True)
+class Segmentation:
+    """Long text: split into sentences (then clauses past ``max_chars``), synthesise each
+    independently with the same voice, ``pause_ms`` of silence between them. Off by default,
+    as in s2.cpp's CLI (its server has it as ``segment_sentences``)."""
+
+    enabled: bool = False
+    max_chars: int = 0  # 0: no limit; otherwise cut longer sentences at clauses, then spaces
+    pause_ms: int = 180
+    mode: str = "sentences"  # "sentences" (Unicode-aware) | "s2cpp" (s2.cpp's ASCII rules)
+
+
 @dataclass(frozen=True, eq=False)
 class SynthesisRequest:
+    """Everything one take needs. With a ``voice`` id (from the pipeline's voice library),
+    ``reference_codes`` + ``reference_text`` or ``reference_audio`` + ``reference_text``."""
+
     text: str
+    voice: str | None = None
     reference_audio: np.ndarray | None = None  # mono float32 at the codec rate (44.1 kHz)
     reference_codes: np.ndarray | None = None  # int32 [10, T], e.g. from a voice profile
     reference_text: str | None = None  # transcript of the reference; required with one
-    generation: GenerationParams = GenerationParams()
+    generation: GenerationParams = GenerationParams()  # its seed is the take's base seed
+    segmentation: Segmentation = Segmentation()
+    only_segments: tuple[int, ...] | None = None  # regenerate just these segments of the text
     postprocess: PostProcess = PostProcess()
     stream_stride: int = 4  # frames per streamed chunk (4 ≈ 186 ms, as s2.cpp's server)
 
 
 @dataclass(frozen=True)
 class AudioChunk:
+    """Audio as it is decoded. A pause between segments arrives as a chunk of zeros with
+    ``frame_count == 0``."""
+
     samples: np.ndarray  # float32 mono
     sample_rate: int
-    segment: int
-    frame_start: int
+    segment: int  # index into the text's segments
+    segment_count: int
+    frame_start: int  # first frame of this chunk within its segment
     frame_count: int
+
+
+@dataclass
+class SegmentResult:
+    index: int
+    text: str
+    seed: int
+    codes: np.ndarray  # int32 [num_codebooks, frames]
+    stop_reason: str
+    start_sample: int  # where this segment's speech starts in the take's audio
+    end_sample: int
 
 
 @dataclass
@@ -96,11 +129,12 @@ class Timings:
 
 @dataclass
 class SynthesisResult:
-    audio: np.ndarray  # float32 mono, post-processed
+    audio: np.ndarray  # float32 mono, post-processed, pauses included
     sample_rate: int
-    codes: np.ndarray  # int32 [num_codebooks, frames]
-    seed: int
-    stop_reason: str  # "end" | "max_tokens" | "cancelled"
+    codes: np.ndarray  # int32 [num_codebooks, frames], all segments one after another
+    seed: int  # the base seed; segment k used segments[k].seed
+    stop_reason: str  # of the last segment run: "end" | "max_tokens" | "cancelled"
+    segments: list[SegmentResult] = field(default_factory=list)
     timings: Timings = field(default_factory=Timings)
 
     @property
@@ -134,8 +168,10 @@ class SynthesisJob:
 
 
 class Pipeline:
-    def __init__(self, settings: EngineSettings):
+    def __init__(self, settings: EngineSettings, voices=None):
+        """``voices``: a ``VoiceLibrary`` for requests that name a voice (default folder if None)."""
         self._settings = settings
+        self._voices = voices
         self._lock = threading.RLock()  # one synthesis or (re)load at a time
         self.tokenizer = None
         self.model = None
@@ -242,6 +278,29 @@ class Pipeline:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
+    @property
+    def voices(self):
+        if self._voices is None:
+            from .voices import VoiceLibrary
+
+            self._voices = VoiceLibrary()
+        return self._voices
+
+    @property
+    def sample_rate(self) -> int:
+        self.load()
+        return self.codec.sample_rate
+
+    def segments_of(self, request: "SynthesisRequest") -> list:
+        """The segments the request's text will be spoken in (with their seeds)."""
+        from .segmentation import Segment, split_text
+
+        seg = request.segmentation
+        if not seg.enabled:
+            return [Segment(0, request.text, None, 0, request.generation.seed)]
+        return split_text(request.text, max_chars=seg.max_chars, mode=seg.mode, pause_ms=seg.pause_ms,
+                          seed=request.generation.seed)
+
     # ---- synthesis ------------------------------------------------------------------------
     def encode_reference(self, samples: np.ndarray) -> np.ndarray:
         """Reference audio (mono float32 at the codec rate) → int32 codes [10, T]."""
@@ -255,16 +314,15 @@ class Pipeline:
         if request.stream_stride < 1:
             raise InputError("stream_stride must be at least 1 frame")
         has_ref = request.reference_audio is not None or request.reference_codes is not None
+        if request.voice is not None and has_ref:
+            raise InputError("Give either a saved voice or reference audio, not both.")
         if has_ref and not (request.reference_text or "").strip():
             raise InputError("A reference voice needs the transcript of what is said in it.")
         request.generation.validated()
         return SynthesisJob(lambda job: self._run(request, job))
 
     def _run(self, request: SynthesisRequest, job: SynthesisJob) -> Iterator[AudioChunk]:
-        from s2studio.audio import apply_postprocess
-
-        from .prompt import build_prompt
-
+        # The lock is held until the generator finishes or is closed: one take at a time.
         with self._lock:
             t_start = time.perf_counter()
             timings = Timings()
@@ -272,52 +330,127 @@ class Pipeline:
                 self.load()
                 timings.load_s = self.last_load_s
             model, codec, tok = self.model, self.codec, self.tokenizer
-            codes_ref = request.reference_codes
-            if codes_ref is None and request.reference_audio is not None:
-                t = time.perf_counter()
-                codes_ref = codec.encode(np.asarray(request.reference_audio, dtype=np.float32))
-                timings.encode_reference_s = time.perf_counter() - t
-            prompt = build_prompt(tok, request.text, semantic_begin_id=model.cfg.semantic_begin_id,
-                                  num_codebooks=model.cfg.num_codebooks, ref_codes=codes_ref,
-                                  ref_text=request.reference_text if codes_ref is not None else None)
-            stats = GenerationStats()
-            decoder = codec.stream_decoder()
-            frames: list[np.ndarray] = []
-            chunks: list[np.ndarray] = []
-            pending: list[np.ndarray] = []
+            ref_codes, ref_text = self._reference(request, timings)
+            segments = self.segments_of(request)
+            if not segments:
+                raise InputError("There is no text to speak: the text is empty or only whitespace.")
+            wanted = set(range(len(segments))) if request.only_segments is None else set(request.only_segments)
+            if not wanted <= set(range(len(segments))):
+                raise InputError(f"The text has {len(segments)} segments; cannot regenerate {sorted(wanted)}.")
+            # Build every prompt first: a bad segment fails before any audio is produced.
+            prompts = {s.index: build_prompt_for(tok, model, s.text, ref_codes, ref_text)
+                       for s in segments if s.index in wanted}
+            base_seed = request.generation.seed
+            if base_seed is None:
+                import random
 
-            def flush() -> AudioChunk:
-                t = time.perf_counter()
-                samples = decoder.feed(np.stack(pending, axis=1))
-                timings.decode_s += time.perf_counter() - t
-                chunk = AudioChunk(samples, codec.sample_rate, 0, len(frames) - len(pending), len(pending))
-                chunks.append(samples)
-                pending.clear()
-                return chunk
+                base_seed = random.SystemRandom().randrange(2**63)
+            take: list[np.ndarray] = []  # audio pieces of the take, pauses included
+            results: list[SegmentResult] = []
+            stop_reason = ""
+            n_seg = len(segments)
+            for seg in segments:
+                if seg.index not in wanted:
+                    continue
+                if job.cancel_event.is_set():
+                    stop_reason = "cancelled"
+                    break
+                seed = base_seed if not request.segmentation.enabled else derive_seed(base_seed, seg.index)
+                params = dataclasses.replace(request.generation, seed=seed)
+                stats = GenerationStats()
+                decoder = codec.stream_decoder()
+                frames: list[np.ndarray] = []
+                pending: list[np.ndarray] = []
+                pieces: list[np.ndarray] = []
+                for frame in generate_frames(model, prompts[seg.index], params, im_end_id=tok.im_end_id,
+                                             cancel=job.cancel_event, stats=stats):
+                    frames.append(frame.codes)
+                    pending.append(frame.codes)
+                    if len(pending) >= request.stream_stride:
+                        yield self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings)
+                if pending:
+                    yield self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings)
+                timings.prefill_s += stats.prefill_s
+                timings.generate_s += stats.slow_s + stats.fast_s
+                timings.frames += stats.frames
+                stop_reason = stats.stop_reason
+                audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+                if request.postprocess.trim_silence and n_seg > 1 and len(audio):
+                    from s2studio.audio import trim_trailing_silence
 
-            for frame in generate_frames(model, prompt, request.generation, im_end_id=tok.im_end_id,
-                                         cancel=job.cancel_event, stats=stats):
-                frames.append(frame.codes)
-                pending.append(frame.codes)
-                if len(pending) >= request.stream_stride:
-                    yield flush()
-            if pending:
-                yield flush()
-            if not frames and stats.stop_reason != "cancelled":
+                    audio = trim_trailing_silence(audio, codec.sample_rate)  # per segment, as s2.cpp
+                start = sum(len(a) for a in take)
+                take.append(audio)
+                codes = np.stack(frames, axis=1) if frames else np.zeros((model.cfg.num_codebooks, 0), np.int32)
+                results.append(SegmentResult(seg.index, seg.text, seed, codes, stop_reason, start, start + len(audio)))
+                if stop_reason == "cancelled":
+                    break
+                pause = int(round(seg.pause_after_ms * codec.sample_rate / 1000)) if seg.index < n_seg - 1 else 0
+                if pause and request.only_segments is None:
+                    silence = np.zeros(pause, np.float32)
+                    take.append(silence)
+                    yield AudioChunk(silence, codec.sample_rate, seg.index, n_seg, len(frames), 0)
+            if not any(r.codes.shape[1] for r in results) and stop_reason != "cancelled":
                 raise GenerationError("The model ended the utterance before producing any audio. "
                                       "Try other text, a higher temperature or another seed.")
-            audio = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+            audio = np.concatenate(take) if take else np.zeros(0, dtype=np.float32)
             pp = request.postprocess
             if len(audio) and (pp.trim_silence or pp.normalize or pp.dynamic_normalize):
+                from s2studio.audio import apply_postprocess
+
                 audio = apply_postprocess(audio, codec.sample_rate, **dataclasses.asdict(pp))
-            timings.prefill_s = stats.prefill_s
-            timings.generate_s = stats.slow_s + stats.fast_s
-            timings.frames = stats.frames
             timings.audio_s = len(audio) / codec.sample_rate
             timings.total_s = time.perf_counter() - t_start
-            codes = np.stack(frames, axis=1) if frames else np.zeros((model.cfg.num_codebooks, 0), np.int32)
-            job.result = SynthesisResult(audio.astype(np.float32, copy=False), codec.sample_rate, codes,
-                                         stats.seed, stats.stop_reason, timings)
-            log.info("synthesized %.2f s of audio in %.2f s (%d frames, %.0f ms/frame, prefill %.2f s, "
-                     "codec %.2f s, seed %d, %s)", timings.audio_s, timings.total_s, timings.frames,
-                     timings.ms_per_frame, timings.prefill_s, timings.decode_s, stats.seed, stats.stop_reason)
+            all_codes = np.concatenate([r.codes for r in results], axis=1) if results else \
+                np.zeros((model.cfg.num_codebooks, 0), np.int32)
+            job.result = SynthesisResult(audio.astype(np.float32, copy=False), codec.sample_rate, all_codes,
+                                         base_seed, stop_reason, results, timings)
+            log.info("synthesized %.2f s of audio (%d segment(s)) in %.2f s: %d frames, %.0f ms/frame, "
+                     "prefill %.2f s, codec %.2f s, seed %d, %s", timings.audio_s, len(results), timings.total_s,
+                     timings.frames, timings.ms_per_frame, timings.prefill_s, timings.decode_s, base_seed,
+                     stop_reason)
+
+    def _reference(self, request: SynthesisRequest, timings: Timings) -> tuple[np.ndarray | None, str | None]:
+        """The reference codes and transcript of a request (voice, codes, or audio to encode)."""
+        if request.voice is not None:
+            from .voices import check_compatible
+
+            voice = self.voices.get(request.voice)
+            cfg = self.model.cfg
+            check_compatible(voice.profile, num_codebooks=cfg.num_codebooks, codebook_size=cfg.codebook_size,
+                             sample_rate=self.codec.sample_rate, path=self.voices.path_for(voice.id))
+            return voice.codes, voice.transcript
+        if request.reference_codes is not None:
+            return np.asarray(request.reference_codes), request.reference_text
+        if request.reference_audio is not None:
+            t = time.perf_counter()
+            codes = self.codec.encode(np.asarray(request.reference_audio, dtype=np.float32))
+            timings.encode_reference_s = time.perf_counter() - t
+            return codes, request.reference_text
+        return None, None
+
+    @staticmethod
+    def _decode_chunk(decoder, pending: list[np.ndarray], frames: list[np.ndarray], segment: int, n_seg: int,
+                      pieces: list[np.ndarray], timings: Timings) -> AudioChunk:
+        t = time.perf_counter()
+        samples = decoder.feed(np.stack(pending, axis=1))
+        timings.decode_s += time.perf_counter() - t
+        chunk = AudioChunk(samples, decoder.codec.sample_rate, segment, n_seg, len(frames) - len(pending),
+                           len(pending))
+        pieces.append(samples)
+        pending.clear()
+        return chunk
+
+
+def build_prompt_for(tok, model, text: str, ref_codes, ref_text) -> np.ndarray:
+    from .prompt import build_prompt
+
+    return build_prompt(tok, text, semantic_begin_id=model.cfg.semantic_begin_id,
+                        num_codebooks=model.cfg.num_codebooks, ref_codes=ref_codes,
+                        ref_text=ref_text if ref_codes is not None else None)
+
+
+def derive_seed(base_seed: int, index: int) -> int:
+    from .segmentation import derive_segment_seed
+
+    return derive_segment_seed(base_seed, index)

@@ -147,3 +147,79 @@ def dataclass_replace(obj, **kw):
     import dataclasses
 
     return dataclasses.replace(obj, **kw)
+
+
+LONG_PARTS = [
+    "The quick brown fox jumps over the lazy dog. [laugh] Isn't that something?",
+    "今天天气很好。我们去公园散步吧！",
+    "東京は大きな都市です。とても賑やかですね？",
+    "<|speaker:1|>[whisper] I have a secret... Do you want to hear it?",
+    "Dr. Smith paid 3.14 dollars, e.g. almost nothing!",
+]
+
+
+def long_text(min_chars: int = 5000) -> str:
+    parts, n = [], 0
+    while n < min_chars:
+        for p in LONG_PARTS:
+            parts.append(p)
+            n += len(p) + 1
+    return " ".join(parts)
+
+
+def test_long_text_streams_segment_by_segment_and_segments_regenerate_exactly(tts):
+    from s2studio.engine.pipeline import Segmentation
+
+    text = long_text()
+    assert len(text) >= 5000
+    req = SynthesisRequest(text=text, generation=GenerationParams(max_new_tokens=3, temperature=0.8, seed=42),
+                           segmentation=Segmentation(enabled=True, max_chars=60, pause_ms=100), stream_stride=2)
+    segments = tts.segments_of(req)
+    assert len(segments) > 100
+    assert all("[laugh]" not in s.text or "[laugh]" in s.text and not s.text.endswith("[laugh]") for s in segments)
+    job = tts.synthesize(req)
+    order, pauses = [], 0
+    for chunk in job:
+        if chunk.frame_count == 0:
+            pauses += 1
+            assert not chunk.samples.any() and len(chunk.samples) == int(0.1 * 44100)
+        elif not order or order[-1] != chunk.segment:
+            order.append(chunk.segment)
+        assert chunk.segment_count == len(segments)
+    r = job.result
+    assert order == list(range(len(segments)))  # in order, one segment after another
+    assert pauses == len(segments) - 1
+    assert [s.index for s in r.segments] == order
+    assert len(r.audio) == sum(s.end_sample - s.start_sample for s in r.segments) + pauses * int(0.1 * 44100)
+    for k in (0, 7, len(segments) - 1):
+        again = tts.synthesize(dataclass_replace(req, only_segments=(k,))).run_to_end()
+        seg = r.segments[k]
+        assert again.segments[0].seed == seg.seed
+        np.testing.assert_array_equal(again.segments[0].codes, seg.codes)
+        np.testing.assert_array_equal(again.audio, r.audio[seg.start_sample:seg.end_sample])
+
+
+def test_speaker_markers_and_segments_out_of_range(tts):
+    from s2studio.engine.pipeline import Segmentation
+
+    req = SynthesisRequest(text="<|speaker:0|>Hi. <|speaker:1|>Hello.",
+                           segmentation=Segmentation(enabled=True), generation=GenerationParams(max_new_tokens=2))
+    segs = tts.segments_of(req)
+    assert [s.text for s in segs] == ["<|speaker:0|>Hi.", "<|speaker:1|>Hello."]
+    with pytest.raises(InputError, match="2 segments"):
+        list(tts.synthesize(dataclass_replace(req, only_segments=(5,))))
+
+
+def test_voice_from_library(tmp_path):
+    from s2studio.engine.voices import VoiceLibrary
+
+    lib = VoiceLibrary(tmp_path / "voices")
+    inputs = json.loads((GOLDEN / "clone_f32_qknorm" / "inputs.json").read_text())
+    info = lib.save(None, dump("clone_f32_qknorm", "ref_codes"), inputs["prompt_text"], name="Golden voice",
+                    codebook_size=128)
+    p = Pipeline(settings("clone_f32_qknorm"), voices=lib)
+    r = p.synthesize(golden_request("clone_f32_qknorm", voice=info.id)).run_to_end()
+    np.testing.assert_array_equal(r.codes, dump("clone_f32_qknorm", "codes"))
+    with pytest.raises(InputError, match="not both"):
+        p.synthesize(golden_request("clone_f32_qknorm", voice=info.id, reference_codes=np.zeros((10, 2), np.int32),
+                                    reference_text="x"))

@@ -75,3 +75,14 @@ def test_bad_inputs_give_one_clear_line_and_no_output(tmp_path):
     one_line_error(synth("-m", str(TTS / "model.gguf"), "--device", "cuda:7", "-o", str(out)), "cuda")
     one_line_error(synth("-m", str(TTS / "model.gguf"), "--text", "say <|im_end|>", "-o", str(out)), "<|im_end|>")
     assert not out.exists() and list(tmp_path.iterdir()) == [bad_audio]
+
+
+def test_segment_sentences_inserts_pauses(tmp_path):
+    out, codes = tmp_path / "two.wav", tmp_path / "two.npy"
+    r = synth("-m", str(TTS / "model.gguf"), "--text", "First sentence. Second one!", "--segment-sentences",
+              "--sentence-pause-ms", "50", "--max-tokens", "4", "--min-tokens-before-end", "4", "--seed", "1",
+              "-o", str(out), "--codes-out", str(codes))
+    assert r.returncode == 0, r.stderr
+    assert "2 segment(s)" in r.stderr
+    assert np.load(codes).shape == (10, 8)
+    assert sf.info(out).frames == 8 * 2048 + int(0.05 * 44100)

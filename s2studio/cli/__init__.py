@@ -18,6 +18,7 @@ from s2studio import __version__
 SUBCOMMAND_MODULES = [
     "s2studio.cli.synth",
     "s2studio.cli.codec_cmds",
+    "s2studio.cli.voices_cmd",
     "s2studio.cli.trace",
 ]
 

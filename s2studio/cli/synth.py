@@ -92,48 +92,118 @@ def save_npy_atomic(path: str, array: np.ndarray) -> None:
         raise
 
 
-def run(args: argparse.Namespace) -> int:
-    from s2studio.audio import StreamingWavWriter, read_audio, write_wav
-    from s2studio.engine.pipeline import Pipeline, PostProcess, SynthesisRequest
+def voice_library(args: argparse.Namespace):
+    from s2studio.engine.voices import VoiceLibrary
 
+    return VoiceLibrary(args.voice_dir)
+
+
+class ProgressLine:
+    """A one-line progress display on stderr, only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.frames = 0
+
+    def update(self, chunk) -> None:
+        if not self.enabled:
+            return
+        self.frames += chunk.frame_count
+        seconds = self.frames * 2048 / chunk.sample_rate
+        print(f"\rsegment {chunk.segment + 1}/{chunk.segment_count}  {self.frames} frames  {seconds:5.1f} s of audio",
+              end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.enabled:
+            print(file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+
+    from s2studio.audio import StreamingWavWriter, read_audio, write_wav
+    from s2studio.engine.errors import InputError
+    from s2studio.engine.pipeline import Pipeline, PostProcess, Segmentation, SynthesisRequest
+
+    log = logging.getLogger("s2studio.synth")
     settings = engine_settings(args)
+    voices = voice_library(args)
+    if args.list_voices:
+        return print_voices(voices)
+    if args.codec_context_frames is not None:
+        log.warning("--codec-context-frames is accepted for compatibility and has no effect: the incremental "
+                    "decoder keeps the codec's whole causal state, which equals a full decode")
+    if args.save_voice and not args.voice:
+        raise InputError("--save-voice needs --voice ID, the id to save the voice under.")
+    if args.save_voice and not args.prompt_audio:
+        raise InputError("--save-voice needs --prompt-audio (and --prompt-text): the voice to encode and save.")
     reference = None
     if args.prompt_audio:
         if not (args.prompt_text or "").strip():
-            from s2studio.engine.errors import InputError
-
             raise InputError("--prompt-audio needs --prompt-text, the transcript of the reference audio.")
         reference = read_audio(args.prompt_audio)
+        if args.voice and not args.save_voice:
+            log.warning("both --voice and --prompt-audio given: using the audio (as s2.cpp)")
+    elif args.voice and args.prompt_text:
+        log.warning("--prompt-text is ignored with --voice: the voice's own transcript is used")
+    pipeline = Pipeline(settings, voices=voices)
+    ref_codes = None
+    if reference is not None and args.save_voice:
+        # Encode once, save, and synthesize from the saved codes.
+        ref_codes = pipeline.encode_reference(reference)
+        cfg = pipeline.model.cfg
+        info = voices.save(args.voice, ref_codes, args.prompt_text, name=args.voice, reference_audio=reference,
+                           sample_rate=pipeline.codec.sample_rate, codebook_size=cfg.codebook_size,
+                           overwrite=True)
+        print(f"saved voice '{info.id}' ({info.num_frames} frames) in {voices.folder}", file=sys.stderr)
     request = SynthesisRequest(
-        text=args.text, reference_audio=reference, reference_text=args.prompt_text if reference is not None else None,
+        text=args.text,
+        voice=args.voice if reference is None else None,
+        reference_audio=reference if ref_codes is None else None,
+        reference_codes=ref_codes,
+        reference_text=args.prompt_text if reference is not None else None,
         generation=generation_params(args),
+        segmentation=Segmentation(enabled=args.segment_sentences, max_chars=args.segment_max_chars,
+                                  pause_ms=args.sentence_pause_ms),
         postprocess=PostProcess(trim_silence=args.trim_silence, normalize=args.normalize,
                                 dynamic_normalize=args.dynamic_normalize),
         stream_stride=args.stream_decode_stride or (16 if args.stream_file else 4))
-    pipeline = Pipeline(settings)
     job = pipeline.synthesize(request)
-    if args.stream_file:
-        # PCM16 written as it is decoded, no post-processing (as s2.cpp's --stream-file).
-        with StreamingWavWriter(args.output, pipeline_sample_rate(pipeline)) as writer:
+    progress = ProgressLine(not args.no_progress)
+    try:
+        if args.stream_file:
+            # PCM16 written as it is decoded, no post-processing (as s2.cpp's --stream-file).
+            with StreamingWavWriter(args.output, pipeline.sample_rate) as writer:
+                for chunk in job:
+                    writer.write(chunk.samples)
+                    progress.update(chunk)
+        else:
             for chunk in job:
-                writer.write(chunk.samples)
-        result = job.result
-    else:
-        result = job.run_to_end()
+                progress.update(chunk)
+    finally:
+        progress.close()
+    result = job.result
+    if not args.stream_file:
         write_wav(args.output, result.audio, result.sample_rate, subtype="FLOAT")
     if args.codes_out:
         save_npy_atomic(args.codes_out, result.codes.astype(np.int32))
     t = result.timings
-    print(f"wrote {args.output}: {t.audio_s:.2f} s of audio, {t.frames} frames ({result.stop_reason}), "
-          f"seed {result.seed}; {t.total_s:.1f} s total, prefill {t.prefill_s:.2f} s, "
+    print(f"wrote {args.output}: {t.audio_s:.2f} s of audio, {len(result.segments)} segment(s), {t.frames} frames "
+          f"({result.stop_reason}), seed {result.seed}; {t.total_s:.1f} s total, prefill {t.prefill_s:.2f} s, "
           f"{t.ms_per_frame:.0f} ms/frame, codec {t.decode_s:.2f} s, real-time factor {t.real_time_factor:.2f}",
           file=sys.stderr)
     return 0
 
 
-def pipeline_sample_rate(pipeline) -> int:
-    pipeline.load()
-    return pipeline.codec.sample_rate
+def print_voices(voices) -> int:
+    infos = voices.list()
+    if not infos:
+        print(f"no voices in {voices.folder}")
+        return 0
+    for v in infos:
+        extra = f"  [{v.problem}]" if v.problem else f"  {v.duration_seconds:.1f} s  {v.transcript[:50]!r}"
+        print(f"{v.id:<24} {v.name:<24}{extra}")
+    return 0
 
 
 def register(subparsers) -> None:
@@ -154,6 +224,20 @@ def register(subparsers) -> None:
         g = p.add_mutually_exclusive_group()
         g.add_argument(f"--{name}", action="store_true", help=f"{helptext} (off by default)")
         g.add_argument(f"--no-{name}", dest=name.replace("-", "_"), action="store_false", help="(default)")
+    p.add_argument("--voice", default=None, help="use the saved voice with this id (or the id to save with "
+                                                "--save-voice)")
+    p.add_argument("--save-voice", action="store_true",
+                   help="encode --prompt-audio once and save it as voice --voice for later runs")
+    p.add_argument("--voice-dir", default=None, help="voice library folder (default: the app's voice folder)")
+    p.add_argument("--list-voices", action="store_true", help="list the saved voices and exit")
+    p.add_argument("--segment-sentences", action="store_true",
+                   help="split long text into sentences, synthesized one after another")
+    p.add_argument("--sentence-pause-ms", type=int, default=180, help="silence between sentences (default 180)")
+    p.add_argument("--segment-max-chars", type=int, default=0,
+                   help="also split sentences longer than this at clauses/spaces (0 = no limit)")
+    p.add_argument("--codec-context-frames", type=int, default=None,
+                   help="accepted for s2.cpp compatibility; the incremental decoder needs no context window")
+    p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     p.add_argument("--stream-file", action="store_true",
                    help="write 16-bit PCM through the streaming decoder as frames are generated")
     p.add_argument("--stream-decode-stride", type=int, default=0,

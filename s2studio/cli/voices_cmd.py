@@ -1,0 +1,135 @@
+"""``s2studio voices list|show|add|remove|export|import`` and ``s2studio devices``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from s2studio.engine.errors import InputError
+
+
+def _library(args):
+    from s2studio.engine.voices import VoiceLibrary
+
+    return VoiceLibrary(args.voice_dir)
+
+
+def run_list(args) -> int:
+    from s2studio.cli.synth import print_voices
+
+    return print_voices(_library(args))
+
+
+def run_show(args) -> int:
+    v = _library(args).get(args.id)
+    i = v.info
+    print(f"id:          {i.id}\nname:        {i.name}\nfile:        {i.path}\nframes:      {i.num_frames} "
+          f"({i.duration_seconds:.2f} s)\nlanguage:    {i.language}\ncreated:     {i.created}\n"
+          f"reference:   {i.reference_audio or '-'}\nnotes:       {i.notes}\ntranscript:  {v.transcript}")
+    return 0
+
+
+def run_add(args) -> int:
+    from s2studio.audio import read_audio
+    from s2studio.cli.synth import engine_settings
+    from s2studio.engine.pipeline import Pipeline
+
+    lib = _library(args)
+    audio = read_audio(args.audio)
+    if not args.text.strip():
+        raise InputError("--text, the transcript of the reference audio, is empty.")
+    pipeline = Pipeline(engine_settings(args), voices=lib)
+    codes = pipeline.encode_reference(audio)
+    info = lib.save(args.id, codes, args.text, name=args.name or args.id or "voice", language=args.language,
+                    notes=args.notes, reference_audio=audio, sample_rate=pipeline.codec.sample_rate,
+                    codebook_size=pipeline.model.cfg.codebook_size, overwrite=args.overwrite)
+    print(f"added voice '{info.id}' ({info.num_frames} frames, {info.duration_seconds:.1f} s) to {lib.folder}")
+    return 0
+
+
+def run_remove(args) -> int:
+    lib = _library(args)
+    lib.delete(args.id)
+    print(f"removed voice '{args.id}' from {lib.folder}")
+    return 0
+
+
+def run_export(args) -> int:
+    from s2studio.engine.voices import encode_s2voice
+
+    v = _library(args).get(args.id)
+    from s2studio.audio.atomic_file import commit_temp, make_temp_beside, remove_quietly
+
+    fd, tmp = make_temp_beside(args.output)
+    try:
+        with open(fd, "wb") as fh:
+            fh.write(encode_s2voice(v.profile))
+        commit_temp(tmp, args.output)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+    print(f"exported voice '{v.id}' to {args.output} (s2.cpp .s2voice format)")
+    return 0
+
+
+def run_import(args) -> int:
+    import pathlib
+
+    from s2studio.engine.voices import read_s2voice
+
+    profile = read_s2voice(args.file)  # validates the whole file first
+    lib = _library(args)
+    name = args.name or pathlib.Path(args.file).stem
+    info = lib.save(args.id, profile.codes, profile.transcript, name=name, sample_rate=profile.sample_rate,
+                    codebook_size=profile.codebook_size, overwrite=args.overwrite)
+    print(f"imported voice '{info.id}' ({info.num_frames} frames) into {lib.folder}")
+    return 0
+
+
+def run_devices(args) -> int:
+    from s2studio.engine.placement import available_devices
+
+    for dev, desc in available_devices():
+        print(f"{dev:<8} {desc}")
+    return 0
+
+
+def register(subparsers) -> None:
+    from s2studio.cli import add_log_level
+    from s2studio.cli.synth import add_engine_options
+
+    p = subparsers.add_parser("voices", help="manage saved voices", description="Manage the voice library.")
+    p.add_argument("--voice-dir", default=None, help="voice library folder (default: the app's voice folder)")
+    add_log_level(p)
+    sub = p.add_subparsers(dest="voices_command", metavar="ACTION", required=True)
+    sub.add_parser("list", help="list saved voices").set_defaults(handler=run_list)
+    s = sub.add_parser("show", help="show one voice")
+    s.add_argument("id")
+    s.set_defaults(handler=run_show)
+    a = sub.add_parser("add", help="encode a reference recording and save it as a voice")
+    a.add_argument("audio", help="reference audio (WAV/FLAC/OGG/MP3)")
+    a.add_argument("--text", required=True, help="transcript of the reference audio")
+    a.add_argument("--id", default=None, help="voice id (default: derived from --name)")
+    a.add_argument("--name", default=None, help="display name")
+    a.add_argument("--language", default="")
+    a.add_argument("--notes", default="")
+    a.add_argument("--overwrite", action="store_true")
+    add_engine_options(a)
+    a.set_defaults(handler=run_add)
+    r = sub.add_parser("remove", help="delete a voice and its files")
+    r.add_argument("id")
+    r.set_defaults(handler=run_remove)
+    e = sub.add_parser("export", help="write a voice as an s2.cpp .s2voice file")
+    e.add_argument("id")
+    e.add_argument("-o", "--output", required=True)
+    e.set_defaults(handler=run_export)
+    i = sub.add_parser("import", help="add an .s2voice file (e.g. made by s2.cpp) to the library")
+    i.add_argument("file")
+    i.add_argument("--id", default=None)
+    i.add_argument("--name", default=None)
+    i.add_argument("--overwrite", action="store_true")
+    i.set_defaults(handler=run_import)
+
+    d = subparsers.add_parser("devices", help="list the devices torch can use")
+    add_log_level(d)
+    d.set_defaults(handler=run_devices)

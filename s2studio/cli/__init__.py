@@ -20,6 +20,7 @@ SUBCOMMAND_MODULES = [
     "s2studio.cli.codec_cmds",
     "s2studio.cli.voices_cmd",
     "s2studio.cli.trace",
+    "s2studio.cli.serve",
 ]
 
 

@@ -1,0 +1,79 @@
+"""``s2studio serve``: the HTTP server (s2.cpp's ``--server``), see docs/server.md.
+
+Binds 127.0.0.1 by default: anyone who can reach the port can make the machine synthesize
+speech in any saved voice, so exposing it is an explicit choice (``--host``), warned about,
+and best paired with ``--api-key``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _positive_mb(value: str) -> float:
+    mb = float(value)
+    if not mb > 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return mb
+
+
+def _non_negative(value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return n
+
+
+def run(args: argparse.Namespace) -> int:
+    from s2studio.cli.synth import engine_settings, generation_params
+    from s2studio.engine.pipeline import Pipeline
+    from s2studio.engine.voices import VoiceLibrary, default_voice_dir
+    from s2studio.server import ServerConfig, create_app, serve_forever
+    from s2studio.server.runner import LOOPBACK_HOSTS
+
+    api_key = args.api_key if args.api_key is not None else os.environ.get("S2STUDIO_API_KEY") or None
+    if args.host not in LOOPBACK_HOSTS:
+        print(f"warning: serving on {args.host}: every machine that can reach port {args.port} can use this "
+              f"server{'' if api_key else ' (no --api-key set)'}.", file=sys.stderr)
+    voice_dir = args.voice_dir or str(default_voice_dir())
+    os.makedirs(voice_dir, exist_ok=True)  # so the folder checks resolve against a real path
+    config = ServerConfig(voice_dir=voice_dir, queue_depth=args.queue_depth, api_key=api_key,
+                          max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
+                          generation=generation_params(args), max_new_tokens_limit=args.max_tokens_limit)
+    pipeline = Pipeline(engine_settings(args), voices=VoiceLibrary(voice_dir))
+    print(f"loading {args.model} ...", file=sys.stderr)
+    pipeline.load()  # before binding the port is announced, as s2.cpp initializes first
+    print(f"serving on http://{args.host}:{args.port} (voices: {voice_dir}, queue depth {args.queue_depth})",
+          file=sys.stderr)
+    serve_forever(create_app(pipeline, config), args.host, args.port, log_level=args.log_level.replace("warn",
+                                                                                                      "warning"))
+    return 0
+
+
+def register(subparsers) -> None:
+    from s2studio.cli import add_log_level
+    from s2studio.cli.synth import add_engine_options, add_sampling_options
+    from s2studio.server.config import DEFAULT_MAX_UPLOAD_MB, DEFAULT_PORT, DEFAULT_QUEUE_DEPTH
+
+    p = subparsers.add_parser("serve", help="HTTP server compatible with s2.cpp's /generate",
+                              description="Serve S2 Pro over HTTP: s2.cpp's POST /generate, an OpenAI-style "
+                                          "POST /v1/audio/speech, GET /health and /openapi.json.")
+    add_engine_options(p)
+    p.add_argument("-H", "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("-P", "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    p.add_argument("--voice-dir", default=None,
+                   help="folder of .s2voice voices; requests cannot reach outside it (default: the studio's)")
+    p.add_argument("--queue-depth", type=_non_negative, default=DEFAULT_QUEUE_DEPTH,
+                   help=f"requests that may wait behind the running one; beyond that 503 "
+                        f"(default {DEFAULT_QUEUE_DEPTH}; 0 = s2.cpp's behaviour)")
+    p.add_argument("--api-key", default=None,
+                   help="require 'Authorization: Bearer KEY' (default: $S2STUDIO_API_KEY, else none)")
+    p.add_argument("--max-upload-mb", type=_positive_mb, default=DEFAULT_MAX_UPLOAD_MB,
+                   help=f"largest request body in MB, else 413 (default {DEFAULT_MAX_UPLOAD_MB:g})")
+    p.add_argument("--max-tokens-limit", type=int, default=None,
+                   help="clamp every request's max_new_tokens to this (default: no limit)")
+    add_sampling_options(p)
+    add_log_level(p)
+    p.set_defaults(handler=run)

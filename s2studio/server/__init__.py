@@ -1,0 +1,24 @@
+"""Local HTTP server speaking s2.cpp's API (``POST /generate``) plus an OpenAI-shaped
+``POST /v1/audio/speech``, on the same :class:`~s2studio.engine.pipeline.Pipeline` as the app.
+
+Library: Starlette on uvicorn. Starlette is small, typed, actively maintained (the base of
+FastAPI) and lets a response be written as plain ASGI, which the live audio stream needs: the
+server must send each decoded chunk the moment it exists *and* notice a client that hangs up
+while it is still generating or waiting in the queue (so the job is cancelled). uvicorn is the
+reference ASGI server (h11, no compiled parts required) and can serve on a socket we bind
+ourselves, which gives tests a free loopback port. aiohttp would do too, but brings its own
+client/server stack and C extensions for nothing we need; a stdlib ``http.server`` has no
+usable multipart parser and no disconnect notification.
+
+Modules: ``config`` (settings), ``params`` (s2.cpp's form fields and ``params`` JSON),
+``voice_select`` (voice ids/paths confined to the voice folder), ``jobs`` (the bounded FIFO
+queue and its worker thread), ``responses`` (one-shot and live audio), ``openai`` (the
+``/v1/audio/speech`` body), ``openapi`` (the served document), ``app`` (routes, auth, upload
+limit) and ``runner`` (uvicorn on a bound socket).
+"""
+
+from s2studio.server.app import create_app
+from s2studio.server.config import ServerConfig
+from s2studio.server.runner import ServerThread, serve_forever
+
+__all__ = ["ServerConfig", "ServerThread", "create_app", "serve_forever"]

@@ -1,0 +1,188 @@
+"""The Starlette application: routes, error mapping, and the synthesis submission path."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from s2studio import __version__
+from s2studio.audio import decode_audio_bytes
+from s2studio.engine.errors import S2Error
+from s2studio.engine.pipeline import Pipeline, PostProcess, SynthesisRequest
+from s2studio.engine.voices import check_compatible, read_s2voice
+from s2studio.server.config import ServerConfig
+from s2studio.server.guards import ApiKeyGuard, BodyLimit, UploadTooLarge
+from s2studio.server.jobs import JobQueue, QueueFull
+from s2studio.server.openai import parse_speech_body
+from s2studio.server.openapi import openapi_document
+from s2studio.server.params import BadRequest, GenerateSpec, parse_generate_form
+from s2studio.server.responses import AudioOutput, SynthesisResponse, error_message, error_status, json_error
+from s2studio.server.voice_select import request_voice_dir, resolve_request_voice
+
+log = logging.getLogger(__name__)
+
+MAX_FORM_FIELDS = 64
+MAX_FORM_FILES = 4
+
+
+def output_for(spec: GenerateSpec) -> AudioOutput:
+    """s2.cpp's three response shapes (see ``GenerateSpec.live``/``streaming_path``)."""
+    container = "pcm" if spec.output_format == "pcm_s16le" else "wav"
+    if spec.live:
+        return AudioOutput(container=container, live=True, start_buffer_ms=spec.start_buffer_ms)
+    if spec.streaming_path:
+        return AudioOutput(container=container)
+    return AudioOutput(container="wav", float_samples=True)  # one-shot: a float WAV
+
+
+def postprocess_for(spec: GenerateSpec, output: AudioOutput) -> PostProcess:
+    if output.live:
+        return PostProcess()  # bytes already sent cannot be trimmed or normalized
+    if spec.segmentation.enabled:
+        # s2.cpp trims each sentence's trailing silence before the pause.
+        return PostProcess(trim_silence=True, normalize=spec.postprocess.normalize,
+                           dynamic_normalize=spec.postprocess.dynamic_normalize)
+    return spec.postprocess
+
+
+class Server:
+    """The state behind the routes: the pipeline, its queue and the configuration."""
+
+    def __init__(self, pipeline: Pipeline, config: ServerConfig):
+        self.pipeline = pipeline
+        self.config = config
+        self.queue = JobQueue(config.queue_depth)
+
+    # ---- routes ---------------------------------------------------------------------------------
+    async def generate(self, request: Request):
+        async with request.form(max_files=MAX_FORM_FILES, max_fields=MAX_FORM_FIELDS,
+                                max_part_size=self.config.max_upload_bytes) as form:
+            spec = parse_generate_form(form, self.config.generation, self.config.max_new_tokens_limit)
+            reference = None
+            if spec.reference is not None:
+                data = await spec.reference.read()
+                if data:  # an empty upload means "no reference", as in s2.cpp
+                    reference = (data, spec.reference.filename or "reference")
+        return await self.submit(spec, output_for(spec), reference)
+
+    async def speech(self, request: Request):
+        try:
+            body = await request.json()
+        except ValueError:
+            raise BadRequest("The request body is not valid JSON.") from None
+        spec, output = parse_speech_body(body, self.config.generation, self.config.max_new_tokens_limit)
+        return await self.submit(spec, output, None)
+
+    async def health(self, request: Request):
+        p = self.pipeline
+        placement = p.placement
+        return JSONResponse({
+            "status": "ok" if p.is_loaded else "loading",
+            "version": __version__,
+            "model_loaded": p.is_loaded,
+            "model": os.path.basename(p.settings.model_path),
+            "device": placement.fast_device if placement is not None else p.settings.device,
+            "gpu_layers": placement.gpu_layer_count if placement is not None else None,
+            "codec_device": p.codec_placement.device if p.codec_placement is not None else None,
+            "sample_rate": p.codec.sample_rate if p.codec is not None else None,
+            "queue": {"running": int(self.queue.busy), "waiting": self.queue.waiting, "depth": self.queue.depth},
+        })
+
+    async def openapi(self, request: Request):
+        return JSONResponse(openapi_document(self.config))
+
+    async def voices(self, request: Request):
+        from s2studio.engine.voices import VoiceLibrary
+
+        infos = await asyncio.to_thread(VoiceLibrary(self.config.voice_dir).list)
+        return JSONResponse({"voices": [{"id": v.id, "name": v.name, "usable": v.problem is None}
+                                        for v in infos]})
+
+    # ---- the common synthesis path -------------------------------------------------------------
+    async def submit(self, spec: GenerateSpec, output: AudioOutput, reference: tuple[bytes, str] | None):
+        samples = codes = None
+        ref_text = spec.reference_text
+        if reference is not None:  # audio wins over a voice, as in s2.cpp
+            if not ref_text.strip():
+                raise BadRequest("Reference audio requires reference_text (aliases: ref_text, prompt_text).")
+            data, name = reference
+            samples = await asyncio.to_thread(decode_audio_bytes, data, name=name)
+        elif spec.voice:
+            codes, ref_text = self._voice(spec)
+        elif spec.voice_dir:
+            request_voice_dir(self.config.voice_dir, spec.voice_dir)  # refuse a folder outside anyway
+        job = self.pipeline.synthesize(SynthesisRequest(
+            text=spec.text, reference_audio=samples, reference_codes=codes,
+            reference_text=ref_text if (samples is not None or codes is not None) else None,
+            generation=spec.generation, segmentation=spec.segmentation,
+            postprocess=postprocess_for(spec, output), stream_stride=spec.stream_stride))
+        try:
+            ticket = self.queue.submit(job, spec.n_threads)
+        except QueueFull as exc:
+            return json_error(503, str(exc), {"Retry-After": str(self.config.retry_after_s)})
+        return SynthesisResponse(self.queue, ticket, output, self.pipeline.codec.sample_rate)
+
+    def _voice(self, spec: GenerateSpec):
+        """The stored codes and transcript of the voice a request names (its transcript replaces
+        any reference_text, as in s2.cpp)."""
+        path = resolve_request_voice(self.config.voice_dir, spec.voice, spec.voice_dir)
+        profile = read_s2voice(path)
+        cfg = self.pipeline.model.cfg
+        check_compatible(profile, num_codebooks=cfg.num_codebooks, codebook_size=cfg.codebook_size,
+                         sample_rate=self.pipeline.codec.sample_rate, path=path)
+        return profile.codes, profile.transcript
+
+
+# ---- error handlers ------------------------------------------------------------------------------
+async def _bad_request(request, exc: BadRequest):
+    return json_error(exc.status, str(exc))
+
+
+async def _engine_error(request, exc: S2Error):
+    status = error_status(exc)
+    if status == 500:
+        log.error("request failed: %s", exc)
+    return json_error(status, error_message(exc))
+
+
+async def _too_large(request, exc: UploadTooLarge):
+    return json_error(413, str(exc))
+
+
+def create_app(pipeline: Pipeline, config: ServerConfig) -> Starlette:
+    """The ASGI app. Its lifespan loads the model (if not loaded) before the first request and
+    starts/stops the synthesis worker."""
+    server = Server(pipeline, config)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        if not pipeline.is_loaded:
+            await asyncio.to_thread(pipeline.load)
+        server.queue.start()
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(server.queue.stop)
+
+    routes = [
+        Route("/generate", server.generate, methods=["POST"]),
+        Route("/v1/audio/speech", server.speech, methods=["POST"]),
+        Route("/health", server.health, methods=["GET"]),
+        Route("/openapi.json", server.openapi, methods=["GET"]),
+        Route("/voices", server.voices, methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes, lifespan=lifespan,
+        middleware=[Middleware(ApiKeyGuard, api_key=config.api_key),
+                    Middleware(BodyLimit, limit=config.max_upload_bytes)],
+        exception_handlers={BadRequest: _bad_request, S2Error: _engine_error, UploadTooLarge: _too_large})
+    app.state.server = server
+    return app

@@ -1,0 +1,35 @@
+"""Server settings (what ``s2studio serve`` flags set)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from s2studio.engine.generate import GenerationParams
+
+DEFAULT_PORT = 3030  # s2.cpp's
+DEFAULT_QUEUE_DEPTH = 4
+DEFAULT_MAX_UPLOAD_MB = 50.0
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    voice_dir: str | os.PathLike[str]
+    # Requests allowed to wait behind the running one; 0 answers 503 whenever busy (s2.cpp).
+    queue_depth: int = DEFAULT_QUEUE_DEPTH
+    api_key: str | None = None  # None: no authentication (the default bind is loopback-only)
+    max_upload_bytes: int = int(DEFAULT_MAX_UPLOAD_MB * 1024 * 1024)
+    # Per-request defaults, as s2.cpp's server takes them from its command line.
+    generation: GenerationParams = field(default_factory=GenerationParams)
+    # Upper bound on max_new_tokens a request may ask for (None: no bound). Lets a shared
+    # server cap the work one request can cause; larger requests are clamped, not refused.
+    max_new_tokens_limit: int | None = None
+    retry_after_s: int = 5  # the Retry-After of a 503
+
+    def __post_init__(self) -> None:
+        if self.queue_depth < 0:
+            raise ValueError("queue_depth must be 0 or more")
+        if self.max_upload_bytes < 1:
+            raise ValueError("max_upload_bytes must be positive")
+        if self.api_key is not None and not self.api_key:
+            raise ValueError("an empty API key would accept anyone; pass None for no key")

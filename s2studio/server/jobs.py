@@ -1,0 +1,192 @@
+"""A bounded FIFO of synthesis jobs run one at a time on a worker thread.
+
+The Pipeline holds one model and runs one take at a time, so requests take turns. s2.cpp
+answers a second request with 503; here up to ``depth`` requests wait in arrival order and
+only a request beyond that gets 503. The worker thread iterates each ``SynthesisJob`` and hands
+every chunk to the request's event loop as soon as it is decoded. Cancelling a ticket (client
+gone) removes it from the queue if it is still waiting, or cancels its job at the next frame
+boundary if it is running, so the next request starts at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+from dataclasses import dataclass
+
+from s2studio.engine.pipeline import AudioChunk, SynthesisJob, SynthesisResult
+
+log = logging.getLogger(__name__)
+
+
+class QueueFull(Exception):
+    pass
+
+
+class ClientGone(Exception):
+    """The client disconnected; nothing is sent any more."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk: AudioChunk
+
+
+@dataclass(frozen=True)
+class Done:
+    result: SynthesisResult | None
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: BaseException
+
+
+Event = Chunk | Done | Failed
+
+
+class Ticket:
+    """One request's place in the queue; ``next_event()`` awaits its chunks, then Done/Failed."""
+
+    def __init__(self, job: SynthesisJob, loop: asyncio.AbstractEventLoop, n_threads: int | None = None):
+        self.job = job
+        self.n_threads = n_threads
+        self._loop = loop
+        self._events: asyncio.Queue[Event] = asyncio.Queue()
+        self._cancelled = threading.Event()
+        self.finished = threading.Event()  # set by the worker when the job has let go of the model
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def cancel(self) -> None:
+        """Safe from any thread, any number of times."""
+        self._cancelled.set()
+        self.job.cancel()
+
+    def post(self, event: Event) -> None:
+        """From the worker thread: deliver an event to the request's loop."""
+        try:
+            self._loop.call_soon_threadsafe(self._events.put_nowait, event)
+        except RuntimeError:  # the loop is closed: the server is shutting down
+            self.cancel()
+
+    def abandon(self) -> None:
+        """From the request's own loop: the client is gone; wake whoever awaits an event."""
+        self.cancel()
+        self._events.put_nowait(Failed(ClientGone()))
+
+    async def next_event(self) -> Event:
+        return await self._events.get()
+
+
+class JobQueue:
+    def __init__(self, depth: int):
+        self.depth = depth
+        self._waiting: collections.deque[Ticket] = collections.deque()
+        self._active: Ticket | None = None
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    # ---- state, for /health -----------------------------------------------------------------
+    @property
+    def waiting(self) -> int:
+        with self._cond:
+            return len(self._waiting)
+
+    @property
+    def busy(self) -> bool:
+        with self._cond:
+            return self._active is not None
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        with self._cond:
+            if self._thread is not None:
+                return
+            self._stopping = False
+            self._thread = threading.Thread(target=self._work, name="s2studio-synthesis", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Cancel everything and wait (bounded) for the worker to leave."""
+        with self._cond:
+            self._stopping = True
+            tickets = list(self._waiting) + ([self._active] if self._active else [])
+            self._waiting.clear()
+            self._cond.notify_all()
+            thread, self._thread = self._thread, None
+        for ticket in tickets:
+            ticket.cancel()
+            ticket.post(Failed(RuntimeError("The server is shutting down.")))
+        if thread is not None:
+            thread.join(timeout)
+
+    # ---- requests -----------------------------------------------------------------------------
+    def submit(self, job: SynthesisJob, n_threads: int | None = None) -> Ticket:
+        """Queue a job for the calling event loop; ``QueueFull`` when ``depth`` are waiting."""
+        ticket = Ticket(job, asyncio.get_running_loop(), n_threads)
+        with self._cond:
+            if self._stopping:
+                raise QueueFull("The server is shutting down.")
+            if self._active is not None and len(self._waiting) >= self.depth:
+                raise QueueFull(f"Server busy: one synthesis running and {len(self._waiting)} waiting.")
+            self._waiting.append(ticket)
+            self._cond.notify_all()
+        return ticket
+
+    def withdraw(self, ticket: Ticket) -> None:
+        """Cancel a ticket; if it is still waiting its place is freed at once."""
+        ticket.cancel()
+        with self._cond:
+            try:
+                self._waiting.remove(ticket)
+            except ValueError:
+                return
+        ticket.finished.set()
+
+    # ---- the worker thread --------------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                ticket = self._active = self._waiting.popleft()
+            try:
+                if not ticket.cancelled:
+                    self._run(ticket)
+            finally:
+                with self._cond:
+                    self._active = None
+                ticket.finished.set()
+
+    @staticmethod
+    def _run(ticket: Ticket) -> None:
+        restore = _apply_threads(ticket.n_threads)
+        try:
+            for chunk in ticket.job:
+                ticket.post(Chunk(chunk))
+            ticket.post(Done(ticket.job.result))
+        except Exception as exc:  # handed to the request, which turns it into a status code
+            ticket.post(Failed(exc))
+        finally:
+            restore()
+
+
+def _apply_threads(n_threads: int | None):
+    """s2.cpp's per-request ``n_threads``: torch's thread count is process-wide, which is fine
+    because only this worker runs synthesis; the previous count is restored afterwards."""
+    if not n_threads:
+        return lambda: None
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n_threads)
+    return lambda: torch.set_num_threads(previous)
+

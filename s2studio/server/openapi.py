@@ -1,0 +1,128 @@
+"""The OpenAPI 3.1 document served at ``/openapi.json`` (s2.cpp's ``/generate`` plus ours)."""
+
+from __future__ import annotations
+
+from s2studio import __version__
+from s2studio.server.config import ServerConfig
+from s2studio.server.params import REFERENCE_FIELDS, REFERENCE_TEXT_FIELDS, VOICE_FIELDS
+
+_ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+
+
+def _err(description: str) -> dict:
+    return {"description": description, "content": _ERROR}
+
+
+def _audio_ok(description: str) -> dict:
+    header = {"schema": {"type": "string"}}
+    return {
+        "description": description,
+        "headers": {"Content-Disposition": header, "X-Audio-Sample-Rate": {"schema": {"type": "integer"}},
+                    "X-Audio-Channels": {"schema": {"type": "integer"}}, "X-Audio-Encoding": header},
+        "content": {"audio/wav": {"schema": {"type": "string", "format": "binary"}},
+                    "audio/L16": {"schema": {"type": "string", "format": "binary"}}},
+    }
+
+
+def _params_schema() -> dict:
+    def num(desc, minimum=0, kind="number"):
+        return {"type": kind, "minimum": minimum, "description": desc}
+
+    def flag(desc):
+        return {"type": "boolean", "description": desc}
+
+    return {
+        "type": "object",
+        "description": "Values below a minimum are clamped to it; unknown keys are ignored.",
+        "properties": {
+            "max_new_tokens": num("Most audio frames (~21.5 per second).", kind="integer"),
+            "temperature": num("Sampling temperature; 0 is greedy."),
+            "top_p": num("Nucleus cut."),
+            "top_k": num("Top-k cut.", kind="integer"),
+            "min_tokens_before_end": num("Frames before the model may end the utterance.", kind="integer"),
+            "seed": num("Random seed (this server's extension).", kind="integer"),
+            "n_threads": num("CPU threads for this request.", 1, "integer"),
+            "voice": {"type": "string"}, "voice_id": {"type": "string"}, "voice_dir": {"type": "string"},
+            "stream": flag("Use the streaming path: PCM16 output without post-processing."),
+            "chunked": flag("With stream: send audio as it is decoded (provisional WAV header)."),
+            "realtime": flag("Alias of chunked."),
+            "output_format": {"type": "string", "enum": ["wav", "pcm_s16le", "pcm", "pcm16", "s16le"]},
+            "stream_decode_stride_frames": num("Frames per streamed chunk (0: 4).", kind="integer"),
+            "stream_decode_stride": num("Alias of stream_decode_stride_frames.", kind="integer"),
+            "stream_start_buffer_ms": num("Audio to queue before the first byte of a live stream "
+                                          "(default 3000 for chunked PCM, else 0).", kind="integer"),
+            "low_latency": flag("Stride 1 and no start buffer."),
+            "segment_sentences": flag("Speak sentence by sentence (s2.cpp's splitting)."),
+            "sentence_pause_ms": num("Silence between sentences (default 180).", kind="integer"),
+            "segment_max_chars": num("Cut longer sentences at clauses (0: no limit).", kind="integer"),
+            "trim_silence": flag("Cut trailing silence (not on live streams)."),
+            "normalize": flag("Peak-normalize to 0.95 (not on live streams)."),
+            "dynamic_normalize": flag("Even out loudness; excludes normalize (not on live streams)."),
+            "ras": flag("Repetition-aware resampling (default on)."),
+            "stream_holdback_frames": num("Accepted for compatibility; no effect.", kind="integer"),
+            "codec_context_frames": num("Accepted for compatibility; no effect.", kind="integer"),
+            "codec_decode_context_frames": num("Accepted for compatibility; no effect.", kind="integer"),
+            "codec_follow_backend": flag("Accepted for compatibility; no effect."),
+            "codec_auto_backend": flag("Accepted for compatibility; no effect."),
+            "verbose": flag("Accepted for compatibility; no effect."),
+        },
+    }
+
+
+def openapi_document(config: ServerConfig) -> dict:
+    text = {"type": "string"}
+    binary = {"type": "string", "format": "binary"}
+    form = {"text": {**text, "description": "Text to speak."}}
+    form.update({name: {**binary, "description": "Reference audio (WAV, FLAC, OGG, MP3)."}
+                 for name in REFERENCE_FIELDS})
+    form.update({name: {**text, "description": "Transcript of the reference (required with one)."}
+                 for name in REFERENCE_TEXT_FIELDS})
+    form.update({name: {**text, "description": "Voice id, or a .s2voice path inside the voice folder."}
+                 for name in VOICE_FIELDS})
+    form["voice_dir"] = {**text, "description": "A folder inside the server's voice folder."}
+    form["params"] = {**text, "contentMediaType": "application/json",
+                      "contentSchema": {"$ref": "#/components/schemas/GenerateParams"}}
+    busy = {"description": f"The queue is full ({config.queue_depth} waiting).",
+            "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": _ERROR}
+    common = {"400": _err("Bad field, JSON, or type."), "401": _err("API key missing or wrong."),
+              "413": _err("Upload too large."), "500": _err("Synthesis failed before the body started."),
+              "503": busy}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "s2studio server (s2.cpp-compatible)", "version": __version__,
+                 "description": "Text to speech with Fish Audio S2 Pro. Requests are served one at a time "
+                                "in arrival order; a client that disconnects cancels its request."},
+        "components": {
+            "schemas": {"Error": {"type": "object", "required": ["error"],
+                                  "properties": {"error": {"type": "string"}}},
+                        "GenerateParams": _params_schema()},
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}] if config.api_key else [],
+        "paths": {
+            "/generate": {"post": {
+                "summary": "Synthesize speech (s2.cpp's API)",
+                "requestBody": {"required": True, "content": {"multipart/form-data": {
+                    "schema": {"type": "object", "required": ["text"], "properties": form}}}},
+                "responses": {"200": _audio_ok("A float WAV by default; PCM16 WAV or raw PCM16 with "
+                                               "params.stream; sent as decoded with stream + chunked."),
+                              **common},
+            }},
+            "/v1/audio/speech": {"post": {
+                "summary": "Synthesize speech (OpenAI's shape)",
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["input"],
+                    "properties": {"input": text, "voice": {**text, "description": "A voice id."},
+                                   "model": {**text, "description": "Ignored."},
+                                   "response_format": {"type": "string", "enum": ["wav", "pcm"]},
+                                   "speed": {"type": "number", "const": 1.0}}}}}},
+                "responses": {"200": _audio_ok("PCM16 WAV, or raw PCM16 streamed as decoded."), **common},
+            }},
+            "/health": {"get": {"summary": "Model, device and queue state", "security": [],
+                                "responses": {"200": {"description": "Server state."}}}},
+            "/voices": {"get": {"summary": "Voice ids in the voice folder",
+                                "responses": {"200": {"description": "The voices."}}}},
+            "/openapi.json": {"get": {"summary": "This document", "security": [],
+                                      "responses": {"200": {"description": "OpenAPI 3.1."}}}},
+        },
+    }

@@ -1,0 +1,242 @@
+"""s2.cpp's ``POST /generate`` request: multipart fields, their aliases, and the ``params`` JSON.
+
+Field names, aliases, lower bounds and defaults follow ``s2_server.cpp`` (spec engine.md §8.5):
+numbers below their bound are clamped (``max(0, v)``), not refused; a value of the wrong JSON
+type is a 400, as nlohmann's ``get<T>()`` throwing there is. Unknown keys are ignored, for
+forward compatibility, as s2.cpp does. Keys s2.cpp accepts that have no meaning in this engine
+(``stream_holdback_frames``, ``codec_*``, ``verbose``) are type-checked and otherwise ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from s2studio.engine.generate import GenerationParams
+from s2studio.engine.pipeline import PostProcess, Segmentation
+
+TEXT_FIELD = "text"
+REFERENCE_FIELDS = ("reference", "reference_audio", "prompt_audio", "ref_audio")
+REFERENCE_TEXT_FIELDS = ("reference_text", "ref_text", "prompt_text")
+VOICE_FIELDS = ("voice", "voice_id", "voice_profile")
+OUTPUT_FORMATS = ("wav", "pcm_s16le")
+DEFAULT_STREAM_STRIDE = 4  # frames per chunk, s2.cpp's server default (≈186 ms)
+DEFAULT_SENTENCE_PAUSE_MS = 180
+PCM_START_BUFFER_MS = 3000  # s2.cpp's start buffer for chunked PCM without low_latency
+MAX_SEED = 2**63 - 1
+
+
+class BadRequest(Exception):
+    """A request the server refuses; ``str()`` is the message sent back."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class GenerateSpec:
+    """One parsed ``/generate`` (or ``/v1/audio/speech``) request, before any audio is read."""
+
+    text: str
+    generation: GenerationParams
+    reference: Any = None  # the uploaded file (read later, asynchronously)
+    reference_text: str = ""
+    voice: str = ""
+    voice_dir: str = ""
+    stream: bool = False
+    chunked: bool = False
+    output_format: str = "wav"
+    segmentation: Segmentation = field(default_factory=Segmentation)
+    postprocess: PostProcess = field(default_factory=PostProcess)
+    stream_stride: int = DEFAULT_STREAM_STRIDE
+    start_buffer_ms: int = 0
+    n_threads: int | None = None
+
+    @property
+    def live(self) -> bool:
+        """Bytes go out as they are decoded. As s2.cpp: chunked only matters on the streaming
+        path, which ``stream`` or ``segment_sentences`` selects."""
+        return self.chunked and (self.stream or self.segmentation.enabled)
+
+    @property
+    def streaming_path(self) -> bool:
+        """PCM16 output without post-processing (s2.cpp's sink path) instead of a float WAV."""
+        return self.stream or self.segmentation.enabled
+
+
+# ---- JSON value conversion with nlohmann's rules ---------------------------------------------
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _type_error(key: str, wanted: str, value: Any) -> BadRequest:
+    return BadRequest(f"Invalid params JSON: {key}: type must be {wanted}, but is {_type_name(value)}")
+
+
+def as_int(key: str, value: Any) -> int:
+    # nlohmann converts a float to int by truncation, but refuses booleans and strings.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _type_error(key, "number", value)
+    if isinstance(value, float) and not (abs(value) < 2**63):
+        raise BadRequest(f"Invalid params JSON: {key}: {value} is out of range")
+    return int(value)
+
+
+def as_float(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _type_error(key, "number", value)
+    return float(value)
+
+
+def as_bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _type_error(key, "boolean", value)
+    return value
+
+
+def as_str(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise _type_error(key, "string", value)
+    return value
+
+
+def parse_output_format(value: str) -> str:
+    """s2.cpp: pcm, pcm16, pcm_s16le, s16le (any case) mean raw PCM; anything else is WAV."""
+    return "pcm_s16le" if value.lower() in ("pcm", "pcm16", "pcm_s16le", "s16le") else "wav"
+
+
+def decode_params(text: str) -> dict:
+    try:
+        params = json.loads(text) if text.strip() else {}
+    except ValueError:
+        raise BadRequest("JSON parse error") from None
+    if not isinstance(params, dict):
+        raise BadRequest("Params JSON must be an object")
+    return params
+
+
+# ---- the request ------------------------------------------------------------------------------
+
+def _first(form, names: tuple[str, ...]):
+    """The first value of the first alias present (s2.cpp's get_first_form_field)."""
+    for name in names:
+        values = form.getlist(name)
+        if values:
+            return values[0]
+    return None
+
+
+def _form_text(form, names: tuple[str, ...]) -> str:
+    value = _first(form, names)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadRequest(f"The field {names[0]!r} must be a text field, not a file.")
+    return value
+
+
+def parse_generate_form(form, defaults: GenerationParams, max_new_tokens_limit: int | None = None) -> GenerateSpec:
+    """A multipart form (anything with ``getlist``) → ``GenerateSpec``; ``BadRequest`` if refused."""
+    text = _first(form, (TEXT_FIELD,))
+    if text is None:
+        raise BadRequest("No text field in multipart form")
+    if not isinstance(text, str):
+        raise BadRequest("The field 'text' must be a text field, not a file.")
+    reference = _first(form, REFERENCE_FIELDS)
+    if isinstance(reference, str):
+        if reference:  # s2.cpp only looks at files; a non-empty text value is a client mistake
+            raise BadRequest("The field 'reference' must be a file upload (curl: --form \"reference=@file.wav\").")
+        reference = None
+    spec = GenerateSpec(text=text, generation=defaults, reference=reference,
+                        reference_text=_form_text(form, REFERENCE_TEXT_FIELDS),
+                        voice=_form_text(form, VOICE_FIELDS), voice_dir=_form_text(form, ("voice_dir",)))
+    params_field = _form_text(form, ("params",))
+    apply_params(spec, decode_params(params_field) if params_field else {}, max_new_tokens_limit)
+    return spec
+
+
+def apply_params(spec: GenerateSpec, p: dict, max_new_tokens_limit: int | None = None) -> None:
+    """Apply the ``params`` JSON object to ``spec`` (s2.cpp's keys, bounds and defaults)."""
+    def get(key: str, convert: Callable[[str, Any], Any]):
+        return convert(key, p[key]) if key in p else None
+
+    gen = {}
+    for key, convert, lower in (("max_new_tokens", as_int, 0), ("temperature", as_float, 0.0),
+                                ("top_p", as_float, 0.0), ("top_k", as_int, 0),
+                                ("min_tokens_before_end", as_int, 0)):
+        value = get(key, convert)
+        if value is not None:
+            gen[key] = max(lower, value)
+    if "seed" in p and p["seed"] is not None:
+        seed = as_int("seed", p["seed"])
+        if not 0 <= seed <= MAX_SEED:
+            raise BadRequest(f"seed must be between 0 and {MAX_SEED}")
+        gen["seed"] = seed
+    if "ras" in p:
+        gen["ras"] = as_bool("ras", p["ras"])
+    generation = GenerationParams(**{**spec.generation.__dict__, **gen})
+    if max_new_tokens_limit is not None and generation.max_new_tokens > max_new_tokens_limit:
+        generation = GenerationParams(**{**generation.__dict__, "max_new_tokens": max_new_tokens_limit})
+    spec.generation = generation
+
+    n_threads = get("n_threads", as_int)
+    spec.n_threads = None if n_threads is None else max(1, n_threads)
+    for key in ("voice", "voice_id"):  # in this order: voice_id wins, as in s2.cpp
+        if key in p:
+            spec.voice = as_str(key, p[key])
+    if "voice_dir" in p:
+        spec.voice_dir = as_str("voice_dir", p["voice_dir"])
+
+    stride = None
+    for key in ("stream_decode_stride_frames", "stream_decode_stride"):
+        value = get(key, as_int)
+        if value is not None:
+            stride = max(0, value)
+    start_buffer = get("stream_start_buffer_ms", as_int)
+    for key in ("stream_holdback_frames", "codec_decode_context_frames", "codec_context_frames"):
+        get(key, as_int)  # accepted for compatibility; the torch decoder has no such knobs
+    for key in ("codec_follow_backend", "codec_auto_backend", "verbose"):
+        get(key, as_bool)
+
+    segment = get("segment_sentences", as_bool)
+    pause = get("sentence_pause_ms", as_int)
+    max_chars = get("segment_max_chars", as_int)
+    spec.segmentation = Segmentation(enabled=bool(segment), max_chars=max(0, max_chars or 0),
+                                     pause_ms=DEFAULT_SENTENCE_PAUSE_MS if pause is None else max(0, pause),
+                                     mode="s2cpp")
+    low_latency = bool(get("low_latency", as_bool))
+    if "output_format" in p:
+        spec.output_format = parse_output_format(as_str("output_format", p["output_format"]))
+    spec.stream = bool(get("stream", as_bool))
+    chunked = get("chunked", as_bool)
+    realtime = get("realtime", as_bool)  # an alias of chunked that, as in s2.cpp, wins
+    spec.chunked = bool(realtime if realtime is not None else chunked)
+
+    post = {key: get(key, as_bool) for key in ("trim_silence", "normalize", "dynamic_normalize")}
+    trim = bool(post["trim_silence"])
+    dynamic = bool(post["dynamic_normalize"])
+    # s2.cpp's in-memory path: dynamic normalization and peak normalization are exclusive.
+    spec.postprocess = PostProcess(trim_silence=trim, normalize=bool(post["normalize"]) and not dynamic,
+                                   dynamic_normalize=dynamic)
+
+    # s2.cpp's presets: low_latency decodes every frame and starts at once; chunked PCM
+    # otherwise waits for 3 s of audio so a player does not starve.
+    if stride:
+        spec.stream_stride = stride
+    elif low_latency:
+        spec.stream_stride = 1
+    if start_buffer is not None:
+        spec.start_buffer_ms = max(0, start_buffer)
+    elif not low_latency and spec.chunked and spec.output_format == "pcm_s16le":
+        spec.start_buffer_ms = PCM_START_BUFFER_MS

@@ -1,0 +1,93 @@
+"""Running the app under uvicorn on a socket we bind ourselves.
+
+Binding first (rather than letting uvicorn bind) gives the real port at once — port 0 picks a
+free one, which tests need — and a bind error before any model loading is wasted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+
+log = logging.getLogger(__name__)
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _uvicorn_server(app, log_level: str):
+    import uvicorn
+
+    # h11 (pure Python) on purpose: identical behaviour everywhere, and httptools is optional.
+    config = uvicorn.Config(app, http="h11", lifespan="on", log_level=log_level, access_log=False,
+                            timeout_graceful_shutdown=5)
+    return uvicorn.Server(config)
+
+
+def serve_forever(app, host: str, port: int, log_level: str = "info") -> None:
+    """Serve until Ctrl+C (uvicorn handles the signals in the main thread)."""
+    sock = bind_socket(host, port)
+    try:
+        _uvicorn_server(app, log_level).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+class ServerThread:
+    """The server on a background thread (tests, embedding): ``start()`` returns once it
+    accepts connections, ``stop()`` shuts it down; also a context manager."""
+
+    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
+        self._sock = bind_socket(host, port)
+        self.host = host
+        self.port = self._sock.getsockname()[1]
+        self._server = _uvicorn_server(app, log_level)
+        self._thread = threading.Thread(target=self._run, name="s2studio-server", daemon=True)
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._server.serve(sockets=[self._sock]))
+        except BaseException as exc:  # reported by start()
+            self._error = exc
+
+    def start(self, timeout: float = 60.0) -> "ServerThread":
+        self._thread.start()
+        waited = 0.0
+        while not self._server.started and self._thread.is_alive() and waited < timeout:
+            threading.Event().wait(0.02)
+            waited += 0.02
+        if not self._server.started:
+            self.stop()
+            raise RuntimeError(f"the server did not start: {self._error!r}")
+        return self
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        self._sock.close()
+
+    def __enter__(self) -> "ServerThread":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,80 @@
+"""OpenAI-style endpoint, auth, upload limit, health and the OpenAPI document."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import soundfile as sf
+
+SMALL = {"max_new_tokens": 3, "min_tokens_before_end": 3, "seed": 1}
+
+
+def speech(server, api, body: dict, headers=None):
+    return api.request(server, "POST", "/v1/audio/speech", json.dumps(body).encode(),
+                       {"Content-Type": "application/json", **(headers or {})})
+
+
+def test_openai_speech_wav_and_pcm(server, api):
+    reply = speech(server, api, {"model": "tts-1", "input": "Hello.", "voice": "hope", **SMALL})
+    assert reply.status == 200, reply.body
+    info = sf.info(io.BytesIO(reply.body))
+    assert (info.samplerate, info.subtype, info.frames) == (44100, "PCM_16", 3 * 2048)
+    reply = speech(server, api, {"input": "Hello.", "response_format": "pcm", "speed": 1.0, **SMALL})
+    assert reply.status == 200
+    assert reply.headers["x-audio-sample-rate"] == "44100"
+    assert len(reply.body) == 3 * 2048 * 2
+
+
+def test_openai_speech_refusals(server, api):
+    for body, message in (({"input": "x", "speed": 1.5}, "speed"),
+                          ({"input": "x", "response_format": "mp3"}, "response_format"),
+                          ({"voice": "hope"}, "input"),
+                          ({"input": "x", "voice": "../outside"}, "voice"),
+                          ({"input": 3}, "input")):
+        reply = speech(server, api, {**body, **SMALL})
+        assert reply.status == 400, (body, reply.body)
+        assert message in reply.json()["error"], reply.body
+    reply = api.request(server, "POST", "/v1/audio/speech", b"{oops", {"Content-Type": "application/json"})
+    assert reply.status == 400
+
+
+def test_api_key(start_server, api):
+    server = start_server(api_key="s3cret")
+    assert api.generate(server, {"text": "x"}, params=SMALL).status == 401
+    assert api.generate(server, {"text": "x"}, params=SMALL, headers={"Authorization": "Bearer wrong"}).status == 401
+    reply = api.generate(server, {"text": "x"}, params=SMALL, headers={"Authorization": "Bearer s3cret"})
+    assert reply.status == 200
+    assert api.request(server, "GET", "/health").status == 200  # probes stay open
+
+
+def test_upload_limit(start_server, api):
+    server = start_server(max_upload_bytes=64 * 1024)
+    big = api.reference.read_bytes()
+    assert len(big) > 64 * 1024
+    reply = api.generate(server, {"text": "x", "ref_text": "t"}, files={"reference": ("r.wav", big)}, params=SMALL)
+    assert reply.status == 413
+    # a body without Content-Length is counted while it is read
+    body, ctype = api.multipart({"text": "x", "ref_text": "t"}, {"reference": ("r.wav", big)})
+    import http.client
+
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    try:
+        conn.request("POST", "/generate", body=iter([body[i:i + 8192] for i in range(0, len(body), 8192)]),
+                     headers={"Content-Type": ctype}, encode_chunked=True)
+        assert conn.getresponse().status == 413
+    finally:
+        conn.close()
+
+
+def test_health_and_openapi(server, api):
+    h = api.health(server)
+    assert h["model_loaded"] is True and h["device"] == "cpu" and h["sample_rate"] == 44100
+    assert h["queue"] == {"running": 0, "waiting": 0, "depth": 4}
+    doc = api.request(server, "GET", "/openapi.json").json()
+    assert doc["openapi"].startswith("3.")
+    assert {"/generate", "/v1/audio/speech", "/health"} <= set(doc["paths"])
+    props = doc["paths"]["/generate"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]["properties"]
+    assert {"text", "reference", "ref_audio", "prompt_text", "voice", "voice_dir", "params"} <= set(props)
+    voices = api.request(server, "GET", "/voices").json()["voices"]
+    assert "hope" in [v["id"] for v in voices]

@@ -99,30 +99,28 @@ def main(argv=None) -> int:
 
     res = {"model": args.model, "device": args.device, "threads": torch.get_num_threads(),
            "load_s": load_s, "latent_dim": codec.cfg.latent_dim}
+    say = (lambda *a: None) if args.json else (lambda *a: print(*a, flush=True))
+    say(f"model {args.model}  device {args.device}  threads {res['threads']}  load {load_s:.2f} s")
     one = bench_one_shot(codec, codes[:, :frames_one], args.repeats)
-    res["one_shot"] = {"frames": frames_one, "s": one, "ms_per_audio_s": one / (frames_one * spf_s) * 1e3,
-                       "rtf": one / (frames_one * spf_s)}
+    o = res["one_shot"] = {"frames": frames_one, "s": one, "ms_per_audio_s": one / (frames_one * spf_s) * 1e3,
+                           "rtf": one / (frames_one * spf_s)}
+    say(f"one-shot decode  {o['frames']} frames: {o['ms_per_audio_s']:.1f} ms per audio second (RTF {o['rtf']:.3f})")
     if args.windowed:
         t0 = time.perf_counter()
         codec.decode_windowed(codes[:, :frames_long])
         w = time.perf_counter() - t0
         res["s2cpp_windowed"] = {"frames": frames_long, "s": w, "ms_per_audio_s": w / (frames_long * spf_s) * 1e3}
-    res["stream"] = [bench_stream(codec, codes[:, :frames_long], int(s)) for s in args.strides.split(",")]
-
+        say(f"s2.cpp windowed  {frames_long} frames: {res['s2cpp_windowed']['ms_per_audio_s']:.1f} ms per audio second")
+    say(f"streaming over {frames_long} frames ({frames_long * spf_s:.0f} s):")
+    say("  stride  chunks  ms/audio-s  chunk-ms(start)  chunk-ms(end)  end/start")
+    res["stream"] = []
+    for stride in args.strides.split(","):
+        s = bench_stream(codec, codes[:, :frames_long], int(stride))
+        res["stream"].append(s)
+        say(f"  {s['stride']:6d}  {s['chunks']:6d}  {s['ms_per_audio_s']:10.1f}  {s['chunk_ms_start']:15.2f}"
+            f"  {s['chunk_ms_end']:13.2f}  {s['end_over_start']:9.2f}")
     if args.json:
         print(json.dumps(res, indent=1))
-        return 0
-    print(f"model {args.model}  device {args.device}  threads {res['threads']}  load {load_s:.2f} s")
-    o = res["one_shot"]
-    print(f"one-shot decode  {o['frames']} frames: {o['ms_per_audio_s']:.1f} ms per audio second (RTF {o['rtf']:.3f})")
-    if "s2cpp_windowed" in res:
-        w = res["s2cpp_windowed"]
-        print(f"s2.cpp windowed  {w['frames']} frames: {w['ms_per_audio_s']:.1f} ms per audio second")
-    print(f"streaming over {frames_long} frames ({frames_long * spf_s:.0f} s):")
-    print("  stride  chunks  ms/audio-s  chunk-ms(start)  chunk-ms(end)  end/start")
-    for s in res["stream"]:
-        print(f"  {s['stride']:6d}  {s['chunks']:6d}  {s['ms_per_audio_s']:10.1f}  {s['chunk_ms_start']:15.2f}"
-              f"  {s['chunk_ms_end']:13.2f}  {s['end_over_start']:9.2f}")
     return 0
 
 

@@ -4,7 +4,10 @@ Public API:
 - ``Codec.from_gguf(path_or_gguffile, device="cpu", dtype=torch.float32, emulate_ggml=False)``
 - ``Codec.encode(audio) -> int32 [10, T]``, ``Codec.decode(codes) -> float32 [2048·T]``
 - ``Codec.stream_decoder() -> StreamDecoder`` with ``feed(codes[10, n])`` and ``reset()``
-- ``placement``: choose CPU or GPU for the codec (``choose_codec_device``).
+- ``Codec.decode_windowed(codes)``: s2.cpp's 16-frame / 144-context schedule, for parity
+- ``placement.load_placed_codec(model_path, engine_device, mode)`` -> (codec, CodecPlacement):
+  CPU vs GPU choice (auto benchmark / follow / cpu) with a cached verdict and CPU fallback;
+  ``placement.decide`` is the pure rule.
 """
 
 from .config import CodecConfig

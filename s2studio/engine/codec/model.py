@@ -215,8 +215,9 @@ class Codec:
             raise ValueError("codes must have at least one frame")
         if c.dtype.is_floating_point or c.dtype == torch.bool:
             raise ValueError(f"codes must be integers, got {c.dtype}")
-        hi = torch.tensor(self.cfg.codebook_sizes(), dtype=torch.int64)[:, None] - 1
-        return torch.minimum(torch.clamp(c.to(torch.int64), min=0), hi).to(self.device)
+        c = c.to(device=self.device, dtype=torch.int64)
+        hi = torch.tensor(self.cfg.codebook_sizes(), dtype=torch.int64, device=self.device)[:, None] - 1
+        return torch.minimum(torch.clamp(c, min=0), hi)
 
     def vq_decode(self, codes: np.ndarray | Tensor) -> Tensor:
         """Σ_cb out_proj_cb(codebook_cb[code]) with raw codebook rows -> (T, D)."""

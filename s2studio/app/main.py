@@ -1,0 +1,67 @@
+"""``run_app()``: logging, the QApplication, the worker thread and the window.
+
+Order matters: the window is shown before anything imports torch (the worker imports the
+engine on its first request), so the app appears in about a second even on a cold disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+
+log = logging.getLogger(__name__)
+
+
+def _install_excepthook() -> None:
+    """Qt aborts on an exception escaping a virtual method; log it and show it instead."""
+    from s2studio.app.worker import describe_error
+
+    def hook(exc_type, exc, tb):
+        log.error("uncaught exception:\n%s", "".join(traceback.format_exception(exc_type, exc, tb)))
+        from PySide6.QtWidgets import QApplication
+
+        app = QApplication.instance()
+        window = getattr(app, "main_window", None) if app else None
+        if window is not None:
+            window.error_banner.show_error(describe_error(exc))
+
+    sys.excepthook = hook
+
+
+def run_app(argv: list[str] | None = None) -> int:
+    import multiprocessing
+
+    multiprocessing.freeze_support()
+    from s2studio.app.app_logging import setup_file_logging
+
+    log_path = setup_file_logging()
+    from PySide6.QtGui import QIcon
+    from PySide6.QtWidgets import QApplication
+
+    from s2studio.app import paths
+    from s2studio.app.main_window import MainWindow
+    from s2studio.app.settings import load_settings
+    from s2studio.app.theme import follow_os_theme
+    from s2studio.app.worker import WorkerThread
+
+    app = QApplication.instance() or QApplication(list(argv) if argv is not None else sys.argv)
+    app.setApplicationName("s2studio")
+    app.setOrganizationName("s2studio")
+    app.setStyle("Fusion")
+    follow_os_theme(app)
+    icon = paths.resource("s2studio.png")
+    if icon.is_file():
+        app.setWindowIcon(QIcon(str(icon)))
+    loaded = load_settings()
+    voices = loaded.settings.voices_folder or str(paths.voices_dir())
+    host = WorkerThread(voices)
+    window = MainWindow(loaded.settings, host.worker, notice=loaded.notice)
+    app.main_window = window
+    _install_excepthook()
+    window.show()
+    log.info("s2studio started; log file %s", log_path)
+    try:
+        return app.exec()
+    finally:
+        host.shutdown()

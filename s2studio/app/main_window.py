@@ -1,0 +1,397 @@
+"""The studio window: composition and wiring only.
+
+Widgets do their own drawing and bookkeeping; this class connects them to the inference
+worker (requests out as queued signals, results back as signals), the audio service and the
+settings file. It never imports torch or runs model code: every engine call happens in the
+worker's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QObject, Qt, QUrl, Signal
+from PySide6.QtGui import QAction, QDesktopServices, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QApplication,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from s2studio.app import paths
+from s2studio.app.audio_service import AudioService
+from s2studio.app.requests import (
+    EngineConfig,
+    FinishedTake,
+    GenerateRequest,
+    LoadInfo,
+    LoadRequest,
+    SamplingConfig,
+    SaveVoiceRequest,
+    WorkerError,
+)
+from s2studio.app.settings import AppSettings, save_settings
+from s2studio.app.widgets.error_banner import Banner
+from s2studio.app.widgets.output_panel import OutputPanel, Take
+from s2studio.app.widgets.progress_bar import GenerateBar
+from s2studio.app.widgets.script_editor import ScriptEditor, estimated_seconds
+from s2studio.app.widgets.settings_dialog import SettingsDialog
+from s2studio.app.widgets.voice_panel import VoicePanel
+from s2studio.app.widgets.welcome import WelcomePage
+from s2studio.app.worker import InferenceWorker
+from s2studio.audio import SUPPORTED_EXTENSIONS
+from s2studio.engine.voices import VoiceLibrary
+
+log = logging.getLogger(__name__)
+
+WELCOME_PAGE, STUDIO_PAGE = 0, 1
+
+
+def dropped_audio_path(mime) -> Path | None:
+    """The first local audio file in a drag's data, if any."""
+    if not mime.hasUrls():
+        return None
+    for url in mime.urls():
+        if url.isLocalFile() and Path(url.toLocalFile()).suffix.lower() in SUPPORTED_EXTENSIONS:
+            return Path(url.toLocalFile())
+    return None
+
+
+class _DropCatcher(QObject):
+    """Application-wide filter: an audio file dropped on *any* widget (even the text editor,
+    which would otherwise paste its path) becomes the new reference."""
+
+    def __init__(self, window: "MainWindow"):
+        super().__init__(window)
+        self._window = window
+
+    def eventFilter(self, obj, event) -> bool:
+        kind = event.type()
+        if kind in (QEvent.Type.DragEnter, QEvent.Type.DragMove, QEvent.Type.Drop):
+            if isinstance(obj, QWidget) and obj.window() is self._window and dropped_audio_path(event.mimeData()):
+                event.acceptProposedAction()
+                if kind == QEvent.Type.Drop:
+                    self._window.open_reference(dropped_audio_path(event.mimeData()))
+                return True
+        return False
+
+
+class MainWindow(QMainWindow):
+    submit_request = Signal(object)
+
+    def __init__(self, settings: AppSettings, worker: InferenceWorker, *, notice: str | None = None,
+                 audio: AudioService | None = None, settings_path: Path | None = None, client_factory=None):
+        super().__init__()
+        self.settings = settings
+        self.settings_path = settings_path
+        self.worker = worker
+        self.audio = audio or AudioService(self)
+        self.audio.output_device = settings.output_device
+        self.audio.input_device = settings.input_device
+        self.library = VoiceLibrary(settings.voices_folder or paths.voices_dir())
+        self.generating = False
+        self.busy = False
+        self.model_loaded = False
+        self.load_info: LoadInfo | None = None
+        self._pending_request: GenerateRequest | None = None
+        self.setWindowTitle("s2studio")
+        self.resize(1180, 760)
+        self.setAcceptDrops(True)
+
+        self.pages = QStackedWidget()
+        self.welcome = WelcomePage(client_factory=client_factory)
+        self.welcome.files_chosen.connect(self.adopt_model_files)
+        self.pages.addWidget(self.welcome)
+        self.pages.addWidget(self._build_studio())
+        self.setCentralWidget(self.pages)
+        self._build_menus()
+        self._build_shortcuts()
+        self.model_status = QLabel("Model: not loaded")
+        self.statusBar().addPermanentWidget(self.model_status)
+
+        self.submit_request.connect(worker.submit, Qt.ConnectionType.QueuedConnection)
+        worker.loading.connect(self._on_loading)
+        worker.loaded.connect(self._on_loaded)
+        worker.progress.connect(self.generate_bar.show_progress)
+        worker.chunk.connect(self._on_chunk)
+        worker.finished.connect(self._on_finished)
+        worker.voice_saved.connect(self._on_voice_saved)
+        worker.failed.connect(self._on_failed)
+        worker.cancelled.connect(self._on_cancelled)
+        worker.busy_changed.connect(self._on_busy)
+        self.audio.problem.connect(self.show_notice)
+        self._drop_catcher = _DropCatcher(self)
+        QApplication.instance().installEventFilter(self._drop_catcher)
+
+        if notice:
+            self.show_notice(notice)
+        self.pages.setCurrentIndex(STUDIO_PAGE if settings.model_path else WELCOME_PAGE)
+
+    # ---- layout -----------------------------------------------------------------------------
+    def _build_studio(self) -> QWidget:
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        self.error_banner = Banner("error")
+        self.notice_banner = Banner("notice")
+        layout.addWidget(self.error_banner)
+        layout.addWidget(self.notice_banner)
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.voice_panel = VoicePanel(self.library, self.audio)
+        self.voice_panel.save_requested.connect(self.save_voice)
+        self.voice_panel.problem.connect(self.show_problem)
+        splitter.addWidget(self.voice_panel)
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(0, 0, 0, 0)
+        self.editor = ScriptEditor()
+        rl.addWidget(self.editor, 3)
+        self.generate_bar = GenerateBar()
+        self.generate_bar.button.clicked.connect(self.generate_or_stop)
+        rl.addWidget(self.generate_bar)
+        self.output = OutputPanel(self.audio)
+        self.output.last_export_dir = self.settings.last_export_dir
+        self.output.problem.connect(self.show_problem)
+        self.output.exported.connect(self._on_exported)
+        rl.addWidget(self.output, 4)
+        splitter.addWidget(right)
+        splitter.setSizes([400, 780])
+        layout.addWidget(splitter, 1)
+        return page
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        file_menu.addAction("Open reference clip…", self.voice_panel.choose_file)
+        self.export_action = file_menu.addAction("Export WAV…", self.output.export_current)
+        file_menu.addSeparator()
+        file_menu.addAction("Quit", QKeySequence.StandardKey.Quit, self.close)
+        model_menu = self.menuBar().addMenu("&Model")
+        self.load_action = model_menu.addAction("Load now", self.load_model_now)
+        model_menu.addAction("Choose model files…", lambda: self.pages.setCurrentIndex(WELCOME_PAGE))
+        model_menu.addAction("Settings…", self.open_settings)
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction("Open log folder", lambda: QDesktopServices.openUrl(
+            QUrl.fromLocalFile(str(paths.log_dir()))))
+        help_menu.addAction("About s2studio", self._about)
+
+    def _build_shortcuts(self) -> None:
+        for keys in ("Ctrl+Return", "Ctrl+Enter"):
+            QShortcut(QKeySequence(keys), self, self.generate)
+        QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self.stop)
+        QShortcut(QKeySequence("Ctrl+S"), self, self.output.export_current)
+        # Space reaches this only when no text field wants it (text widgets claim printable keys).
+        QShortcut(QKeySequence(Qt.Key.Key_Space), self, self.output.toggle_play)
+
+    # ---- messages -----------------------------------------------------------------------------
+    def show_problem(self, text: str) -> None:
+        self.error_banner.show_message(text)
+
+    def show_notice(self, text: str) -> None:
+        self.notice_banner.show_message(text)
+
+    def _about(self) -> None:
+        from s2studio import __version__
+
+        QMessageBox.about(self, "About s2studio", f"s2studio {__version__}\nFish Audio S2 Pro, running locally.\n"
+                                                  f"Log file: {paths.log_file()}")
+
+    # ---- settings ---------------------------------------------------------------------------
+    def apply_settings(self, settings: AppSettings) -> None:
+        self.settings = settings
+        self.audio.output_device = settings.output_device
+        self.audio.input_device = settings.input_device
+        try:
+            save_settings(settings, self.settings_path)
+        except OSError as err:
+            self.show_problem(f"The settings could not be saved ({err.strerror or err}); they apply until you quit.")
+
+    def open_settings(self) -> None:
+        dialog = SettingsDialog(self.settings, engine_devices=list(self.load_info.devices) if self.load_info else None,
+                                codec_verdict=self._codec_verdict(), parent=self)
+        if dialog.exec():
+            self.apply_settings(dialog.result_settings())
+
+    def adopt_model_files(self, model_path: str, tokenizer_path: str) -> None:
+        s = self.settings.copy()
+        s.model_path, s.tokenizer_path = model_path, tokenizer_path
+        self.apply_settings(s)
+        self.pages.setCurrentIndex(STUDIO_PAGE)
+
+    def _codec_verdict(self) -> str:
+        if self.load_info is None:
+            return ""
+        return f"Codec on {self.load_info.codec_device}: {self.load_info.codec_reason}"
+
+    # ---- model / generation -------------------------------------------------------------------
+    def engine_config(self) -> EngineConfig:
+        return EngineConfig.from_settings(self.settings)
+
+    def load_model_now(self) -> None:
+        if not self.settings.model_path:
+            self.pages.setCurrentIndex(WELCOME_PAGE)
+            return
+        self.error_banner.hide()
+        self.submit_request.emit(LoadRequest(self.engine_config()))
+
+    def build_request(self) -> GenerateRequest | None:
+        text = self.editor.text().strip()
+        if not text:
+            self.show_problem("Type something to say first.")
+            return None
+        choice = self.voice_panel.current_choice()
+        if choice.kind == "reference" and not choice.transcript:
+            self.show_problem("The reference clip needs its transcript: type exactly what is said in it.")
+            return None
+        s = self.settings
+        return GenerateRequest(
+            engine=self.engine_config(), text=text, voice_id=choice.voice_id,
+            reference_audio=choice.samples if choice.kind == "reference" else None,
+            reference_text=choice.transcript, sampling=SamplingConfig.from_settings(s),
+            segmentation=s.segmentation_enabled, segment_max_chars=s.segment_max_chars, pause_ms=s.pause_ms,
+            trim_silence=s.trim_silence, normalize=s.normalize, dynamic_normalize=s.dynamic_normalize,
+            voice_label=choice.label)
+
+    def generate_or_stop(self) -> None:
+        if self.generating:
+            self.stop()
+        else:
+            self.generate()
+
+    def generate(self) -> None:
+        if self.generating:  # other work (a load, a voice being saved) simply queues ahead of it
+            return
+        if not self.settings.model_path:
+            self.pages.setCurrentIndex(WELCOME_PAGE)
+            return
+        request = self.build_request()
+        if request is None:
+            return
+        self.error_banner.hide()
+        self.audio.stop()
+        self.generating = True
+        self._live_started = False
+        self.generate_bar.set_running(True)
+        self.generate_bar.stats.setText("")
+        self.output.begin_live(estimated_seconds(request.text))
+        self.submit_request.emit(request)
+
+    def stop(self) -> None:
+        if self.generating:
+            self.worker.cancel()  # thread-safe, direct: a queued call would wait behind the job
+            self.audio.stop()
+            self.statusBar().showMessage("Stopping…")
+
+    def save_voice(self, samples, transcript: str, name: str) -> None:
+        if not self.settings.model_path:
+            self.voice_panel.save_failed()
+            self.show_problem("Choose the model first: a voice is encoded with the model's audio codec.")
+            return
+        self.statusBar().showMessage("Encoding the reference…")
+        self.submit_request.emit(SaveVoiceRequest(self.engine_config(), samples, transcript, name))
+
+    # ---- worker signals ---------------------------------------------------------------------
+    def _on_busy(self, busy: bool) -> None:
+        self.busy = busy
+        self.load_action.setEnabled(not busy)
+
+    def _on_loading(self, stage: str, fraction: float) -> None:
+        self.generate_bar.show_loading(stage, fraction)
+        self.model_status.setText(f"Model: {stage.lower()}…")
+
+    def _on_loaded(self, info: LoadInfo) -> None:
+        self.load_info = info
+        self.model_loaded = True
+        if not self.generating:
+            self.generate_bar.progress.hide()
+        self.model_status.setText(f"Model loaded in {info.load_seconds:.1f} s · {self._codec_verdict()}")
+        self.statusBar().showMessage("Model ready.", 5000)
+
+    def _on_chunk(self, samples, rate: int) -> None:
+        if not self.generating:
+            return
+        self.output.append_live(samples, rate)
+        if not self._live_started:
+            self._live_started = self.audio.start_live("output", rate)
+        self.audio.push_live(samples)
+
+    def _on_finished(self, finished: FinishedTake) -> None:
+        result, request = finished.result, finished.request
+        s = request.sampling
+        take = Take(text=request.text, voice=request.voice_label, seed=int(result.seed),
+                    params=f"temp {s.temperature:g} · top-p {s.top_p:g} · top-k {s.top_k} · "
+                           f"max {s.max_new_tokens} frames", audio=result.audio, sample_rate=result.sample_rate)
+        self.audio.end_live()
+        self.output.end_live(take)
+        self._end_generation()
+        t = result.timings
+        self.statusBar().showMessage(f"Done: {t.audio_s:.1f} s of audio in {t.total_s:.1f} s (seed {result.seed}).")
+        self._remember_text(request.text)
+
+    def _on_cancelled(self) -> None:
+        if self.generating:
+            self.output.end_live(None)
+            self._end_generation()
+        self.statusBar().showMessage("Stopped.", 5000)
+
+    def _on_failed(self, error: WorkerError) -> None:
+        if self.generating:
+            self.audio.stop()
+            self.output.end_live(None)
+            self._end_generation()
+        self.voice_panel.save_failed()
+        self.generate_bar.progress.hide()
+        self.model_status.setText("Model: not loaded")
+        self.model_loaded = False
+        self.error_banner.show_error(error)
+        self.statusBar().showMessage("Failed.", 5000)
+
+    def _on_voice_saved(self, info) -> None:
+        self.voice_panel.voice_saved(info)
+        self.statusBar().showMessage(f"Voice “{info.name}” saved.", 5000)
+
+    def _on_exported(self, path: str) -> None:
+        self.settings.last_export_dir = str(Path(path).parent)
+        self.statusBar().showMessage(f"Exported {path}", 5000)
+
+    def _end_generation(self) -> None:
+        self.generating = False
+        self.generate_bar.set_running(False)
+
+    def _remember_text(self, text: str) -> None:
+        recent = [t for t in self.settings.recent_texts if t != text]
+        self.settings.recent_texts = [text] + recent[:9]
+
+    # ---- window -----------------------------------------------------------------------------
+    def dragEnterEvent(self, event) -> None:
+        if dropped_audio_path(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        path = dropped_audio_path(event.mimeData())
+        if path:
+            self.open_reference(path)
+            event.acceptProposedAction()
+
+    def open_reference(self, path: Path) -> None:
+        self.pages.setCurrentIndex(STUDIO_PAGE if self.settings.model_path else self.pages.currentIndex())
+        if self.voice_panel.load_reference_file(path):
+            self.error_banner.hide()
+            self.statusBar().showMessage(f"Reference: {path.name}", 5000)
+
+    def closeEvent(self, event) -> None:
+        self.worker.cancel()
+        self.audio.stop()
+        if self.audio.recording:
+            self.audio.stop_recording()
+        self.settings.last_export_dir = self.output.last_export_dir
+        try:
+            save_settings(self.settings, self.settings_path)
+        except OSError as err:
+            log.warning("settings not saved at exit: %s", err)
+        QApplication.instance().removeEventFilter(self._drop_catcher)
+        super().closeEvent(event)

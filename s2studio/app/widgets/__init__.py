@@ -1,0 +1,1 @@
+"""Custom widgets of the studio window (each one file, each testable on its own)."""

@@ -1,0 +1,231 @@
+"""The output: the take's waveform (growing while it is generated), transport, export, and
+the history of this session's takes (replay or re-export any of them)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from s2studio.app.audio_service import AudioService
+from s2studio.app.widgets.waveform import WaveformView
+from s2studio.audio import write_wav
+
+OWNER = "output"
+
+
+@dataclass(frozen=True, eq=False)
+class Take:
+    text: str
+    voice: str
+    seed: int
+    params: str  # sampling summary, e.g. "temp 0.8 · top-p 0.8 · top-k 30"
+    audio: np.ndarray
+    sample_rate: int
+    created: float = field(default_factory=time.time)
+
+    @property
+    def seconds(self) -> float:
+        return len(self.audio) / self.sample_rate
+
+    def summary(self) -> str:
+        text = self.text if len(self.text) <= 40 else self.text[:39] + "…"
+        stamp = time.strftime("%H:%M:%S", time.localtime(self.created))
+        return f"{stamp} · {self.voice} · seed {self.seed} · {self.seconds:.1f} s — “{text}”"
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{seconds % 60:04.1f}"
+
+
+class OutputPanel(QWidget):
+    problem = Signal(str)
+    exported = Signal(str)
+
+    def __init__(self, audio: AudioService, parent=None):
+        super().__init__(parent)
+        self.audio = audio
+        self.takes: list[Take] = []
+        self.current: Take | None = None
+        self._paused_at = 0
+        self.last_export_dir = ""
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.waveform = WaveformView(placeholder="The generated audio appears here as it is made")
+        self.waveform.seek_requested.connect(self.seek)
+        layout.addWidget(self.waveform, 2)
+        row = QHBoxLayout()
+        self.play_button = QPushButton("▶ Play")
+        self.play_button.setToolTip("Play / pause (Space)")
+        self.play_button.clicked.connect(self.toggle_play)
+        self.time_label = QLabel("0:00.0 / 0:00.0")
+        self.export_button = QPushButton("Export WAV…")
+        self.export_button.setToolTip("Save the take as a WAV file (Ctrl+S)")
+        self.export_button.clicked.connect(self.export_current)
+        row.addWidget(self.play_button)
+        row.addWidget(self.time_label)
+        row.addStretch(1)
+        row.addWidget(self.export_button)
+        layout.addLayout(row)
+        history_box = QGroupBox("This session's takes")
+        hb = QVBoxLayout(history_box)
+        self.history = QListWidget()
+        self.history.itemDoubleClicked.connect(lambda item: self.show_take(self.takes[self.history.row(item)], play=True))
+        hb.addWidget(self.history)
+        row = QHBoxLayout()
+        self.replay_button = QPushButton("Replay")
+        self.replay_button.clicked.connect(self._replay_selected)
+        self.reexport_button = QPushButton("Export selected…")
+        self.reexport_button.clicked.connect(self._export_selected)
+        row.addWidget(self.replay_button)
+        row.addWidget(self.reexport_button)
+        row.addStretch(1)
+        hb.addLayout(row)
+        layout.addWidget(history_box, 1)
+        audio.position_changed.connect(self._on_position)
+        audio.playback_stopped.connect(self._on_stopped)
+        self._update_buttons()
+
+    # ---- live generation --------------------------------------------------------------------
+    def begin_live(self, expected_seconds: float) -> None:
+        self.current = None
+        self._paused_at = 0
+        self.waveform.min_seconds = max(expected_seconds, 2.0)
+        self.waveform.set_audio(None)
+        self._update_buttons(generating=True)
+
+    def append_live(self, samples: np.ndarray, sample_rate: int) -> None:
+        if self.waveform.sample_count == 0:
+            self.waveform.sample_rate = sample_rate
+        self.waveform.append(samples)
+        self.time_label.setText(f"{_clock(self.waveform.duration_seconds)} generated")
+
+    def end_live(self, take: Take | None) -> None:
+        """The take is complete (or None: cancelled/failed — keep what arrived, unsaved)."""
+        self.waveform.min_seconds = 0.0
+        if take is not None:
+            self.takes.append(take)
+            item = QListWidgetItem(take.summary())
+            item.setToolTip(f"{take.text}\n{take.params}")
+            self.history.addItem(item)
+            self.history.setCurrentRow(self.history.count() - 1)
+            playing_live = self.audio.playing_owner == OWNER
+            self.current = take
+            if not playing_live:  # keep the live playhead running; the final audio replaces the preview
+                self.waveform.set_audio(take.audio, take.sample_rate)
+            else:
+                self._pending_final = take
+        else:
+            self.waveform.set_audio(self.waveform.samples, self.waveform.sample_rate)
+        self._update_time()
+        self._update_buttons()
+
+    # ---- transport --------------------------------------------------------------------------
+    def show_take(self, take: Take, play: bool = False) -> None:
+        self.audio.stop()
+        self.current = take
+        self._paused_at = 0
+        self.waveform.set_audio(take.audio, take.sample_rate)
+        self._update_time()
+        self._update_buttons()
+        if play:
+            self.toggle_play()
+
+    def toggle_play(self) -> None:
+        if self.audio.playing_owner == OWNER:
+            buffer = self.audio.live_buffer
+            self._paused_at = self.waveform.playhead or 0 if buffer is None else 0
+            self.audio.stop()
+            return
+        if self.current is None:
+            return
+        start = self._paused_at if self._paused_at < len(self.current.audio) else 0
+        if self.audio.play_clip(OWNER, self.current.audio, self.current.sample_rate, start):
+            self.play_button.setText("❚❚ Pause")
+
+    def seek(self, sample: int) -> None:
+        self._paused_at = sample
+        self.waveform.set_playhead(sample)
+        if self.audio.playing_owner == OWNER:
+            self.audio.seek(sample)
+        self._update_time(sample)
+
+    def _on_position(self, owner: str, sample: int) -> None:
+        if owner == OWNER:
+            self.waveform.set_playhead(sample)
+            self._update_time(sample)
+
+    def _on_stopped(self, owner: str) -> None:
+        if owner != OWNER:
+            return
+        self.play_button.setText("▶ Play")
+        pending = getattr(self, "_pending_final", None)
+        if pending is not None:
+            self._pending_final = None
+            self.waveform.set_audio(pending.audio, pending.sample_rate)
+        if self.current is not None and self._paused_at == 0:
+            self.waveform.set_playhead(None)
+        self._update_time()
+
+    def _update_time(self, position: int | None = None) -> None:
+        rate = self.waveform.sample_rate or 1
+        pos = (position if position is not None else self._paused_at) / rate
+        self.time_label.setText(f"{_clock(pos)} / {_clock(self.waveform.duration_seconds)}")
+
+    def _update_buttons(self, generating: bool = False) -> None:
+        has = self.current is not None
+        self.play_button.setEnabled(has and self.audio.status.can_play and not generating)
+        self.export_button.setEnabled(has and not generating)
+        self.replay_button.setEnabled(bool(self.takes) and self.audio.status.can_play)
+        self.reexport_button.setEnabled(bool(self.takes))
+
+    # ---- export -----------------------------------------------------------------------------
+    def ask_save_path(self, suggestion: str) -> str | None:
+        """A separate method so tests can answer it without a modal dialog."""
+        path, _ = QFileDialog.getSaveFileName(self, "Export WAV", suggestion, "WAV audio (*.wav)")
+        return path or None
+
+    def export_current(self) -> None:
+        if self.current is not None:
+            self.export_take(self.current)
+
+    def _export_selected(self) -> None:
+        row = self.history.currentRow()
+        if 0 <= row < len(self.takes):
+            self.export_take(self.takes[row])
+
+    def _replay_selected(self) -> None:
+        row = self.history.currentRow()
+        if 0 <= row < len(self.takes):
+            self.show_take(self.takes[row], play=True)
+
+    def export_take(self, take: Take) -> str | None:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(take.created))
+        folder = Path(self.last_export_dir) if self.last_export_dir else Path.home()
+        path = self.ask_save_path(str(folder / f"s2studio-{stamp}-seed{take.seed}.wav"))
+        if not path:
+            return None
+        if not path.lower().endswith((".wav", ".wave")):
+            path += ".wav"
+        try:
+            write_wav(path, take.audio, take.sample_rate)  # atomic: temp file + rename
+        except (OSError, ValueError) as err:
+            self.problem.emit(f"Could not write {path}: {getattr(err, 'strerror', None) or err}")
+            return None
+        self.last_export_dir = str(Path(path).parent)
+        self.exported.emit(path)
+        return path

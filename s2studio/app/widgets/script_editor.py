@@ -1,0 +1,90 @@
+"""The script editor: text, S2 inline tags from a palette, highlighting, length estimate."""
+
+from __future__ import annotations
+
+import re
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QColor, QFont, QSyntaxHighlighter, QTextCharFormat
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
+
+# Inline tags S2 Pro understands (free-form "[...]" works too; these are the common ones).
+TAGS = ("[laugh]", "[whisper]", "[pause]", "[excited]", "[sad]", "[angry]", "[emphasis]", "[sigh]",
+        "[shouting]", "[chuckle]")
+CHARS_PER_SECOND = 15.0  # a rough speaking rate, only for the estimate shown to the user
+
+_TAG_RE = re.compile(r"\[[^\[\]\n]{1,40}\]")
+_SPEAKER_RE = re.compile(r"<\|speaker:\d+\|>")
+
+
+def estimated_seconds(text: str) -> float:
+    """Rough speech length: spoken characters / 15 per second (tags and speaker marks excluded)."""
+    spoken = _SPEAKER_RE.sub("", _TAG_RE.sub("", text))
+    return len(spoken.strip()) / CHARS_PER_SECOND
+
+
+class TagHighlighter(QSyntaxHighlighter):
+    def __init__(self, document):
+        super().__init__(document)
+        self.tag_format = QTextCharFormat()
+        self.tag_format.setForeground(QColor("#8e44ad"))
+        self.tag_format.setFontWeight(QFont.Weight.Bold)
+        self.speaker_format = QTextCharFormat()
+        self.speaker_format.setForeground(QColor("#1f7a8c"))
+        self.speaker_format.setBackground(QColor(31, 122, 140, 40))
+
+    def highlightBlock(self, text: str) -> None:
+        for m in _TAG_RE.finditer(text):
+            self.setFormat(m.start(), m.end() - m.start(), self.tag_format)
+        for m in _SPEAKER_RE.finditer(text):
+            self.setFormat(m.start(), m.end() - m.start(), self.speaker_format)
+
+
+class ScriptEditor(QWidget):
+    text_changed = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        palette_row = QHBoxLayout()
+        palette_row.setSpacing(2)
+        palette_row.addWidget(QLabel("Insert:"))
+        self.tag_buttons: dict[str, QToolButton] = {}
+        for tag in TAGS:
+            button = QToolButton()
+            button.setText(tag)
+            button.setToolTip(f"Insert {tag} at the cursor")
+            button.clicked.connect(lambda _=False, t=tag: self.insert_tag(t))
+            palette_row.addWidget(button)
+            self.tag_buttons[tag] = button
+        palette_row.addStretch(1)
+        layout.addLayout(palette_row)
+        self.edit = QPlainTextEdit()
+        self.edit.setPlaceholderText("Type what the voice should say. Tags like [laugh] or [whisper] shape the "
+                                     "delivery; <|speaker:1|> switches speaker.")
+        self.highlighter = TagHighlighter(self.edit.document())
+        layout.addWidget(self.edit, 1)
+        self.stats = QLabel()
+        layout.addWidget(self.stats)
+        self.edit.textChanged.connect(self._update_stats)
+        self.edit.textChanged.connect(self.text_changed)
+        self._update_stats()
+
+    def text(self) -> str:
+        return self.edit.toPlainText()
+
+    def set_text(self, text: str) -> None:
+        self.edit.setPlainText(text)
+
+    def insert_tag(self, tag: str) -> None:
+        cursor = self.edit.textCursor()
+        before = self.text()[cursor.position() - 1:cursor.position()] if cursor.position() else ""
+        cursor.insertText(("" if not before or before.isspace() else " ") + tag + " ")
+        self.edit.setTextCursor(cursor)
+        self.edit.setFocus()
+
+    def _update_stats(self) -> None:
+        text = self.text()
+        seconds = estimated_seconds(text)
+        self.stats.setText(f"{len(text)} characters · about {seconds:.0f} s of speech (estimate)")

@@ -1,0 +1,233 @@
+"""The Settings dialog: edits a copy of ``AppSettings``; OK returns it, Cancel drops it."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSlider,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from s2studio.app.settings import AppSettings
+from s2studio.audio import devices
+
+S2_PRO_SLOW_LAYERS = 36  # the GPU-layers slider's range (S2 Pro's Slow-AR depth)
+CODEC_MODE_LABELS = {"auto": "Auto (benchmark CPU vs GPU once)", "cpu": "Always the CPU",
+                     "follow": "Follow the engine's device"}
+
+
+def _path_row(edit: QLineEdit, on_browse) -> QWidget:
+    w = QWidget()
+    row = QHBoxLayout(w)
+    row.setContentsMargins(0, 0, 0, 0)
+    row.addWidget(edit, 1)
+    button = QPushButton("Browse…")
+    button.clicked.connect(on_browse)
+    row.addWidget(button)
+    return w
+
+
+class SettingsDialog(QDialog):
+    def __init__(self, settings: AppSettings, *, engine_devices: list[tuple[str, str]] | None = None,
+                 codec_verdict: str = "", parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        self.resize(560, 460)
+        self._original = settings
+        s = settings
+        tabs = QTabWidget()
+
+        # -- model ----------------------------------------------------------------------------
+        model = QWidget()
+        form = QFormLayout(model)
+        self.model_path = QLineEdit(s.model_path)
+        form.addRow("Model file (.gguf):", _path_row(self.model_path, self._browse_model))
+        self.tokenizer_path = QLineEdit(s.tokenizer_path)
+        self.tokenizer_path.setPlaceholderText("beside the model file")
+        form.addRow("Tokenizer (tokenizer.json):", _path_row(self.tokenizer_path, self._browse_tokenizer))
+        self.tokenizer_mode = QComboBox()
+        self.tokenizer_mode.addItem("As trained (hf, recommended)", "hf")
+        self.tokenizer_mode.addItem("s2.cpp's exact token ids (s2cpp)", "s2cpp")
+        self.tokenizer_mode.setCurrentIndex(max(0, self.tokenizer_mode.findData(s.tokenizer_mode)))
+        form.addRow("Tokenizer mode:", self.tokenizer_mode)
+        self.device = QComboBox()
+        known = list(engine_devices or [("cpu", "CPU")])
+        if s.device not in [d for d, _ in known]:
+            known.append((s.device, f"{s.device} (not detected)"))
+        for dev, desc in known:
+            self.device.addItem(desc if desc.lower() == dev else f"{dev} — {desc}", dev)
+        self.device.setCurrentIndex(max(0, self.device.findData(s.device)))
+        form.addRow("Device:", self.device)
+        if engine_devices is None:
+            form.addRow("", QLabel("GPUs are listed once the engine has started (after the first load)."))
+        layers = QWidget()
+        lrow = QHBoxLayout(layers)
+        lrow.setContentsMargins(0, 0, 0, 0)
+        self.gpu_layers = QSlider(Qt.Orientation.Horizontal)
+        self.gpu_layers.setRange(0, S2_PRO_SLOW_LAYERS)
+        self.gpu_layers.setValue(S2_PRO_SLOW_LAYERS if s.gpu_layers < 0 else min(s.gpu_layers, S2_PRO_SLOW_LAYERS))
+        self.gpu_layers_all = QCheckBox("all")
+        self.gpu_layers_all.setChecked(s.gpu_layers < 0)
+        self.gpu_layers_label = QLabel()
+        self.gpu_layers.valueChanged.connect(self._update_layers_label)
+        self.gpu_layers_all.toggled.connect(self._update_layers_label)
+        lrow.addWidget(self.gpu_layers, 1)
+        lrow.addWidget(self.gpu_layers_label)
+        lrow.addWidget(self.gpu_layers_all)
+        form.addRow("GPU layers:", layers)
+        self.threads = QSpinBox()
+        self.threads.setRange(0, 256)
+        self.threads.setSpecialValueText("all cores")
+        self.threads.setValue(s.threads)
+        form.addRow("CPU threads:", self.threads)
+        self.codec_mode = QComboBox()
+        for mode, label in CODEC_MODE_LABELS.items():
+            self.codec_mode.addItem(label, mode)
+        self.codec_mode.setCurrentIndex(max(0, self.codec_mode.findData(s.codec_mode)))
+        form.addRow("Audio codec runs on:", self.codec_mode)
+        self.codec_verdict = QLabel(codec_verdict or "The verdict is shown after the model has loaded.")
+        self.codec_verdict.setWordWrap(True)
+        form.addRow("", self.codec_verdict)
+        tabs.addTab(model, "Model")
+
+        # -- sampling -------------------------------------------------------------------------
+        sampling = QWidget()
+        form = QFormLayout(sampling)
+        self.temperature = QDoubleSpinBox(decimals=2, minimum=0.0, maximum=2.0, singleStep=0.05)
+        self.temperature.setValue(s.temperature)
+        form.addRow("Temperature:", self.temperature)
+        self.top_p = QDoubleSpinBox(decimals=2, minimum=0.0, maximum=1.0, singleStep=0.05)
+        self.top_p.setValue(s.top_p)
+        form.addRow("Top-p:", self.top_p)
+        self.top_k = QSpinBox(minimum=0, maximum=4096)
+        self.top_k.setValue(s.top_k)
+        form.addRow("Top-k:", self.top_k)
+        self.max_new_tokens = QSpinBox(minimum=1, maximum=8192)
+        self.max_new_tokens.setValue(s.max_new_tokens)
+        self.max_new_tokens.setSuffix(" frames")
+        self.max_new_tokens.setToolTip("21.5 frames = 1 s of audio")
+        form.addRow("Max tokens:", self.max_new_tokens)
+        seed_row = QWidget()
+        srow = QHBoxLayout(seed_row)
+        srow.setContentsMargins(0, 0, 0, 0)
+        self.seed = QSpinBox(minimum=0, maximum=2**31 - 1)
+        self.seed.setValue(min(s.seed, 2**31 - 1))
+        self.seed_locked = QCheckBox("Lock (reuse this seed for every take)")
+        self.seed_locked.setChecked(s.seed_locked)
+        srow.addWidget(self.seed, 1)
+        srow.addWidget(self.seed_locked)
+        form.addRow("Seed:", seed_row)
+        tabs.addTab(sampling, "Sampling")
+
+        # -- long text and finishing ----------------------------------------------------------
+        finishing = QWidget()
+        form = QFormLayout(finishing)
+        self.segmentation = QCheckBox("Split long text into sentences (playback starts sooner)")
+        self.segmentation.setChecked(s.segmentation_enabled)
+        form.addRow(self.segmentation)
+        self.segment_max_chars = QSpinBox(minimum=0, maximum=5000)
+        self.segment_max_chars.setSpecialValueText("no limit")
+        self.segment_max_chars.setValue(s.segment_max_chars)
+        form.addRow("Longest segment (characters):", self.segment_max_chars)
+        self.pause_ms = QSpinBox(minimum=0, maximum=5000, suffix=" ms")
+        self.pause_ms.setValue(s.pause_ms)
+        form.addRow("Pause between segments:", self.pause_ms)
+        self.trim_silence = QCheckBox("Trim trailing silence")
+        self.trim_silence.setChecked(s.trim_silence)
+        self.normalize = QCheckBox("Peak-normalize to 0.95")
+        self.normalize.setChecked(s.normalize)
+        self.dynamic_normalize = QCheckBox("Even out loudness (dynamic normalize)")
+        self.dynamic_normalize.setChecked(s.dynamic_normalize)
+        for box in (self.trim_silence, self.normalize, self.dynamic_normalize):
+            form.addRow(box)
+        tabs.addTab(finishing, "Long text && finishing")
+
+        # -- audio devices --------------------------------------------------------------------
+        audio = QWidget()
+        form = QFormLayout(audio)
+        self.input_device = QComboBox()
+        self.output_device = QComboBox()
+        try:
+            inputs, outputs = devices.list_devices()
+            problem = ""
+        except devices.AudioDeviceError as err:
+            inputs, outputs, problem = [], [], str(err)
+        for combo, found, current in ((self.input_device, inputs, s.input_device),
+                                      (self.output_device, outputs, s.output_device)):
+            combo.addItem("System default", "")
+            for d in found:
+                combo.addItem(d.name, d.name)
+            if current and combo.findData(current) < 0:
+                combo.addItem(f"{current} (not connected)", current)
+            combo.setCurrentIndex(max(0, combo.findData(current)))
+            combo.setEnabled(not problem)
+        form.addRow("Microphone:", self.input_device)
+        form.addRow("Speakers:", self.output_device)
+        if problem:
+            note = QLabel(problem)
+            note.setWordWrap(True)
+            form.addRow(note)
+        tabs.addTab(audio, "Audio")
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(tabs)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+        self._update_layers_label()
+
+    def _update_layers_label(self, *_):
+        self.gpu_layers.setEnabled(not self.gpu_layers_all.isChecked())
+        self.gpu_layers_label.setText("all" if self.gpu_layers_all.isChecked() else str(self.gpu_layers.value()))
+
+    def _browse_model(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose the S2 Pro model", self.model_path.text(),
+                                              "GGUF model (*.gguf)")
+        if path:
+            self.model_path.setText(path)
+
+    def _browse_tokenizer(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose tokenizer.json", self.tokenizer_path.text(),
+                                              "Tokenizer (tokenizer.json *.json)")
+        if path:
+            self.tokenizer_path.setText(path)
+
+    def result_settings(self) -> AppSettings:
+        s = self._original.copy()
+        s.model_path = self.model_path.text().strip()
+        s.tokenizer_path = self.tokenizer_path.text().strip()
+        s.tokenizer_mode = self.tokenizer_mode.currentData()
+        s.device = self.device.currentData()
+        s.gpu_layers = -1 if self.gpu_layers_all.isChecked() else self.gpu_layers.value()
+        s.threads = self.threads.value()
+        s.codec_mode = self.codec_mode.currentData()
+        s.temperature = self.temperature.value()
+        s.top_p = self.top_p.value()
+        s.top_k = self.top_k.value()
+        s.max_new_tokens = self.max_new_tokens.value()
+        s.seed = self.seed.value()
+        s.seed_locked = self.seed_locked.isChecked()
+        s.segmentation_enabled = self.segmentation.isChecked()
+        s.segment_max_chars = self.segment_max_chars.value()
+        s.pause_ms = self.pause_ms.value()
+        s.trim_silence = self.trim_silence.isChecked()
+        s.normalize = self.normalize.isChecked()
+        s.dynamic_normalize = self.dynamic_normalize.isChecked()
+        s.input_device = self.input_device.currentData()
+        s.output_device = self.output_device.currentData()
+        return s

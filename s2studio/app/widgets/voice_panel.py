@@ -1,0 +1,385 @@
+"""The voice panel: saved voices, and a reference clip to turn into a new voice.
+
+A reference comes from a file (Open…, or dropped anywhere on the window) or from the
+microphone. It is shown as a waveform where a region can be selected: only that region is
+kept (encoded and saved). Saving is asynchronous: the panel asks, the window sends a
+``SaveVoiceRequest`` to the worker (encoding needs the codec), and the new voice appears in the
+list when the worker reports it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QGroupBox,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from s2studio.app.audio_service import AudioService
+from s2studio.app.widgets.level_meter import LevelMeter
+from s2studio.app.widgets.waveform import WaveformView
+from s2studio.audio import CODEC_SAMPLE_RATE, SUPPORTED_EXTENSIONS, read_audio, validate_reference
+from s2studio.engine.errors import S2Error
+from s2studio.engine.voices import VoiceLibrary
+
+log = logging.getLogger(__name__)
+
+NO_VOICE = "__none__"
+UNSAVED_REFERENCE = "__reference__"
+TRANSCRIPT_SUFFIXES = (".txt", ".lab")
+
+
+def transcript_beside(audio_path: Path) -> str:
+    """The transcript from ``clip.txt`` or ``clip.lab`` next to ``clip.wav`` ("" if none)."""
+    for suffix in TRANSCRIPT_SUFFIXES:
+        candidate = audio_path.with_suffix(suffix)
+        try:
+            return candidate.read_text(encoding="utf-8-sig").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+    return ""
+
+
+@dataclass(frozen=True, eq=False)
+class VoiceChoice:
+    """What the next take is spoken with."""
+
+    kind: str  # "none" | "voice" | "reference"
+    label: str
+    voice_id: str | None = None
+    samples: np.ndarray | None = None  # the kept region, for "reference"
+    transcript: str = ""
+
+
+class VoicePanel(QWidget):
+    save_requested = Signal(object, str, str)  # samples (kept region), transcript, name
+    problem = Signal(str)
+
+    def __init__(self, library: VoiceLibrary, audio: AudioService, parent=None):
+        super().__init__(parent)
+        self.library = library
+        self.audio = audio
+        self._reference: np.ndarray | None = None
+        self._reference_label = ""
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+
+        voices_box = QGroupBox("Voices")
+        vb = QVBoxLayout(voices_box)
+        self.voice_list = QListWidget()
+        self.voice_list.currentItemChanged.connect(self._on_voice_selected)
+        vb.addWidget(self.voice_list, 1)
+        row = QHBoxLayout()
+        self.rename_button = QPushButton("Rename…")
+        self.rename_button.clicked.connect(self.rename_selected)
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.clicked.connect(self.delete_selected)
+        row.addWidget(self.rename_button)
+        row.addWidget(self.delete_button)
+        row.addStretch(1)
+        vb.addLayout(row)
+        layout.addWidget(voices_box, 2)
+
+        ref_box = QGroupBox("New voice from a reference clip")
+        rb = QVBoxLayout(ref_box)
+        row = QHBoxLayout()
+        self.open_button = QPushButton("Open…")
+        self.open_button.setToolTip("Choose an audio file (or drop one anywhere on the window)")
+        self.open_button.clicked.connect(self.choose_file)
+        self.record_button = QPushButton("● Record")
+        self.record_button.setCheckable(True)
+        self.record_button.toggled.connect(self._toggle_recording)
+        self.level_meter = LevelMeter()
+        self.elapsed_label = QLabel("")
+        row.addWidget(self.open_button)
+        row.addWidget(self.record_button)
+        row.addWidget(self.level_meter, 1)
+        row.addWidget(self.elapsed_label)
+        rb.addLayout(row)
+        self.audio_note = QLabel("")
+        self.audio_note.setWordWrap(True)
+        self.audio_note.setStyleSheet("color: palette(placeholder-text);")
+        rb.addWidget(self.audio_note)
+        self.waveform = WaveformView(selectable=True, placeholder="Drop a 5–30 s clip here, open one, or record")
+        self.waveform.selection_changed.connect(self._update_region_label)
+        self.waveform.seek_requested.connect(lambda s: self.audio.seek(s))
+        rb.addWidget(self.waveform, 1)
+        row = QHBoxLayout()
+        self.play_button = QPushButton("▶ Play")
+        self.play_button.clicked.connect(self.toggle_play)
+        self.region_label = QLabel("")
+        row.addWidget(self.play_button)
+        row.addWidget(self.region_label, 1)
+        rb.addLayout(row)
+        rb.addWidget(QLabel("Transcript (exactly what is said in the clip):"))
+        self.transcript = QPlainTextEdit()
+        self.transcript.setMaximumHeight(70)
+        rb.addWidget(self.transcript)
+        row = QHBoxLayout()
+        self.name_edit = QLineEdit()
+        self.name_edit.setPlaceholderText("Voice name")
+        self.save_button = QPushButton("Save as voice")
+        self.save_button.clicked.connect(self.request_save)
+        row.addWidget(self.name_edit, 1)
+        row.addWidget(self.save_button)
+        rb.addLayout(row)
+        layout.addWidget(ref_box, 3)
+
+        audio.level_changed.connect(self._on_level)
+        audio.recording_limit_reached.connect(lambda: self.record_button.setChecked(False))
+        audio.position_changed.connect(self._on_position)
+        audio.playback_stopped.connect(self._on_playback_stopped)
+        self.apply_audio_status()
+        self.reload_voices()
+        self._update_buttons()
+
+    # ---- voices -----------------------------------------------------------------------------
+    def reload_voices(self, select_id: str | None = None) -> None:
+        current = select_id or self.current_item_key()
+        self.voice_list.blockSignals(True)
+        self.voice_list.clear()
+        none_item = QListWidgetItem("Model's own voice (no reference)")
+        none_item.setData(Qt.ItemDataRole.UserRole, NO_VOICE)
+        self.voice_list.addItem(none_item)
+        if self._reference is not None:
+            item = QListWidgetItem(f"Unsaved reference: {self._reference_label}")
+            item.setData(Qt.ItemDataRole.UserRole, UNSAVED_REFERENCE)
+            self.voice_list.addItem(item)
+        try:
+            infos = self.library.list()
+        except OSError as err:
+            infos = []
+            self.problem.emit(f"The voice folder {self.library.folder} cannot be read ({err.strerror}).")
+        for info in infos:
+            text = f"{info.name}  ·  {info.duration_seconds:.1f} s" if info.problem is None else f"{info.name} (unusable)"
+            item = QListWidgetItem(text)
+            item.setData(Qt.ItemDataRole.UserRole, info.id)
+            item.setToolTip(info.problem or info.transcript)
+            if info.problem is not None:
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEnabled)
+            self.voice_list.addItem(item)
+        self.voice_list.blockSignals(False)
+        self._select_key(current or NO_VOICE)
+
+    def _select_key(self, key: str) -> None:
+        for i in range(self.voice_list.count()):
+            if self.voice_list.item(i).data(Qt.ItemDataRole.UserRole) == key:
+                self.voice_list.setCurrentRow(i)
+                return
+        self.voice_list.setCurrentRow(0)
+
+    def current_item_key(self) -> str | None:
+        item = self.voice_list.currentItem()
+        return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+
+    def voice_ids(self) -> list[str]:
+        keys = [self.voice_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.voice_list.count())]
+        return [k for k in keys if k not in (NO_VOICE, UNSAVED_REFERENCE)]
+
+    def select_voice(self, voice_id: str) -> None:
+        self._select_key(voice_id)
+
+    def current_choice(self) -> VoiceChoice:
+        key = self.current_item_key()
+        if key == UNSAVED_REFERENCE and self._reference is not None:
+            return VoiceChoice("reference", self._reference_label, samples=self.kept_region(),
+                               transcript=self.transcript.toPlainText().strip())
+        if key not in (None, NO_VOICE, UNSAVED_REFERENCE):
+            item = self.voice_list.currentItem()
+            return VoiceChoice("voice", item.text().split("  ·  ")[0], voice_id=key)
+        return VoiceChoice("none", "model's own voice")
+
+    def _on_voice_selected(self, *_):
+        self._update_buttons()
+
+    def rename_selected(self) -> None:
+        key = self.current_item_key()
+        if key in (None, NO_VOICE, UNSAVED_REFERENCE):
+            return
+        name = self.ask_text("Rename voice", "New name:", self.library.get(key).info.name)
+        if not name:
+            return
+        try:
+            self.library.rename(key, name)
+        except (S2Error, OSError) as err:
+            self.problem.emit(str(err))
+            return
+        self.reload_voices(key)
+
+    def delete_selected(self) -> None:
+        key = self.current_item_key()
+        if key in (None, NO_VOICE, UNSAVED_REFERENCE):
+            return
+        if not self.confirm(f"Delete the voice “{self.voice_list.currentItem().text().split('  ·  ')[0]}”? "
+                            "Its files are removed from the voice folder."):
+            return
+        try:
+            self.library.delete(key)
+        except (S2Error, OSError) as err:
+            self.problem.emit(str(err))
+            return
+        self.reload_voices(NO_VOICE)
+
+    # Dialog hooks: separate methods so tests can answer them without a modal loop.
+    def ask_text(self, title: str, label: str, default: str) -> str | None:
+        text, ok = QInputDialog.getText(self, title, label, text=default)
+        return text.strip() if ok and text.strip() else None
+
+    def confirm(self, question: str) -> bool:
+        return QMessageBox.question(self, "s2studio", question) == QMessageBox.StandardButton.Yes
+
+    def ask_open_path(self) -> str | None:
+        patterns = " ".join(f"*{e}" for e in SUPPORTED_EXTENSIONS)
+        path, _ = QFileDialog.getOpenFileName(self, "Open a reference clip", "", f"Audio ({patterns})")
+        return path or None
+
+    # ---- reference clip ---------------------------------------------------------------------
+    def choose_file(self) -> None:
+        path = self.ask_open_path()
+        if path:
+            self.load_reference_file(Path(path))
+
+    def load_reference_file(self, path: Path) -> bool:
+        """Read a clip (validated, 44.1 kHz mono); fill the transcript from a .txt/.lab beside it."""
+        try:
+            samples = read_audio(path)
+        except S2Error as err:
+            self.problem.emit(str(err))
+            return False
+        self.set_reference(samples, path.name, transcript_beside(path))
+        if not self.name_edit.text().strip():
+            self.name_edit.setText(path.stem)
+        return True
+
+    def set_reference(self, samples: np.ndarray, label: str, transcript: str = "") -> None:
+        self.audio.stop()
+        self._reference = np.asarray(samples, np.float32)
+        self._reference_label = label
+        self.waveform.set_audio(self._reference, CODEC_SAMPLE_RATE)
+        if transcript:
+            self.transcript.setPlainText(transcript)
+        self.reload_voices(UNSAVED_REFERENCE)
+        self._update_region_label(None)
+        self._update_buttons()
+
+    @property
+    def reference(self) -> np.ndarray | None:
+        return self._reference
+
+    def kept_region(self) -> np.ndarray | None:
+        if self._reference is None:
+            return None
+        sel = self.waveform.selection
+        return self._reference[sel[0]:sel[1]] if sel else self._reference
+
+    def _update_region_label(self, _sel) -> None:
+        if self._reference is None:
+            self.region_label.setText("")
+            return
+        total = len(self._reference) / CODEC_SAMPLE_RATE
+        kept = len(self.kept_region()) / CODEC_SAMPLE_RATE
+        hint = "drag on the waveform to keep only a part" if self.waveform.selection is None else "selected part kept"
+        self.region_label.setText(f"{kept:.1f} s of {total:.1f} s · {hint}")
+
+    def request_save(self) -> None:
+        region = self.kept_region()
+        if region is None:
+            self.problem.emit("Open, drop or record a reference clip first.")
+            return
+        transcript = self.transcript.toPlainText().strip()
+        if not transcript:
+            self.problem.emit("Type the transcript of the clip: the model needs to know what is said in it.")
+            return
+        try:
+            validate_reference(region, CODEC_SAMPLE_RATE)
+        except S2Error as err:
+            self.problem.emit(str(err))
+            return
+        name = self.name_edit.text().strip() or self._reference_label.rsplit(".", 1)[0] or "voice"
+        self.save_button.setEnabled(False)
+        self.save_button.setText("Saving…")
+        self.save_requested.emit(region, transcript, name)
+
+    def voice_saved(self, info) -> None:
+        self.save_button.setText("Save as voice")
+        self._update_buttons()
+        self.reload_voices(info.id)
+
+    def save_failed(self) -> None:
+        self.save_button.setText("Save as voice")
+        self._update_buttons()
+
+    # ---- audio ------------------------------------------------------------------------------
+    def apply_audio_status(self) -> None:
+        status = self.audio.status
+        self.record_button.setEnabled(status.can_record)
+        self.play_button.setEnabled(status.can_play and self._reference is not None)
+        self.level_meter.setVisible(status.can_record)
+        self.audio_note.setText(status.reason)
+        self.audio_note.setVisible(bool(status.reason))
+
+    def toggle_play(self) -> None:
+        if self.audio.playing_owner == "reference":
+            self.audio.stop()
+            return
+        if self._reference is None:
+            return
+        sel = self.waveform.selection or (0, len(self._reference))
+        if self.audio.play_clip("reference", self._reference, CODEC_SAMPLE_RATE, sel[0], sel[1]):
+            self.play_button.setText("■ Stop")
+
+    def _on_position(self, owner: str, sample: int) -> None:
+        if owner == "reference":
+            self.waveform.set_playhead(sample)
+
+    def _on_playback_stopped(self, owner: str) -> None:
+        if owner == "reference":
+            self.play_button.setText("▶ Play")
+            self.waveform.set_playhead(None)
+
+    def _toggle_recording(self, on: bool) -> None:
+        if on:
+            if not self.audio.start_recording():
+                self.record_button.blockSignals(True)
+                self.record_button.setChecked(False)
+                self.record_button.blockSignals(False)
+                return
+            self.record_button.setText("■ Stop")
+            self.elapsed_label.setText("0.0 s")
+        else:
+            take = self.audio.stop_recording()
+            self.record_button.setText("● Record")
+            self.level_meter.set_level(0.0)
+            if len(take):
+                self.set_reference(take, "recording")
+                if not self.name_edit.text().strip():
+                    self.name_edit.setText("My voice")
+
+    def _on_level(self, level: float, elapsed: float) -> None:
+        self.level_meter.set_level(level)
+        self.elapsed_label.setText(f"{elapsed:.1f} s")
+
+    def _update_buttons(self) -> None:
+        key = self.current_item_key()
+        is_saved = key not in (None, NO_VOICE, UNSAVED_REFERENCE)
+        self.rename_button.setEnabled(is_saved)
+        self.delete_button.setEnabled(is_saved)
+        has_ref = self._reference is not None
+        self.save_button.setEnabled(has_ref and self.save_button.text() == "Save as voice")
+        self.play_button.setEnabled(has_ref and self.audio.status.can_play)

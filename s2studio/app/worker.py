@@ -1,0 +1,224 @@
+"""``InferenceWorker``: the one QObject that owns the model, living on its own QThread.
+
+Everything that touches torch happens in this object's slots, on the worker thread: the
+engine is imported on the first request (so the window is up before torch loads), the model
+loads lazily, and chunks travel back to the window as queued signals. An exception never
+crosses the thread: it becomes a :class:`WorkerError` on ``failed``.
+
+Contract (ANCHORS §4): signals ``loading(stage, fraction)``, ``progress(GenerationProgress)``,
+``chunk(samples, rate)``, ``finished(FinishedTake)``, ``failed(WorkerError)``, ``cancelled()``;
+slots ``submit(request)`` (connect it queued) and ``cancel()``, which is a plain thread-safe
+method — a queued cancel would wait behind the very job it is meant to stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from s2studio.app import paths
+from s2studio.app.requests import (
+    EngineConfig,
+    FinishedTake,
+    GenerateRequest,
+    GenerationProgress,
+    LoadInfo,
+    LoadRequest,
+    SaveVoiceRequest,
+    WorkerError,
+)
+from s2studio.engine.errors import S2Error
+
+log = logging.getLogger(__name__)
+
+
+def describe_error(exc: BaseException) -> WorkerError:
+    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    log_file = str(paths.log_file())
+    if isinstance(exc, S2Error):
+        return WorkerError(str(exc), details, True, log_file)
+    if isinstance(exc, MemoryError):
+        return WorkerError("The computer ran out of memory. The S2 Pro model needs about 10 GB of free RAM; "
+                           "close other programs and try again.", details, True, log_file)
+    return WorkerError(f"Unexpected error ({type(exc).__name__}: {exc}). See Details; the log file has more.",
+                       details, False, log_file)
+
+
+class InferenceWorker(QObject):
+    loading = Signal(str, float)  # stage, fraction of that stage
+    loaded = Signal(object)  # LoadInfo
+    progress = Signal(object)  # GenerationProgress
+    chunk = Signal(object, int)  # float32 samples, sample rate
+    finished = Signal(object)  # FinishedTake
+    voice_saved = Signal(object)  # VoiceInfo
+    failed = Signal(object)  # WorkerError
+    cancelled = Signal()
+    busy_changed = Signal(bool)
+
+    def __init__(self, voices_folder: str):
+        super().__init__()
+        self._voices_folder = voices_folder
+        self._pipeline = None
+        self._lock = threading.Lock()
+        self._job = None  # the SynthesisJob running now
+        self._cancelled_at = float("-inf")  # requests created before this are cancelled
+
+    # ---- any thread ---------------------------------------------------------------------
+    @Slot()
+    def cancel(self) -> None:
+        """Stop the running job at its next frame, and drop every request already submitted."""
+        with self._lock:
+            self._cancelled_at = time.monotonic()
+            job = self._job
+        if job is not None:
+            job.cancel()  # sets the job's threading.Event directly
+
+    def _is_cancelled(self, request) -> bool:
+        with self._lock:
+            return request.created <= self._cancelled_at
+
+    # ---- worker thread ------------------------------------------------------------------
+    @Slot(object)
+    def submit(self, request) -> None:
+        if self._is_cancelled(request):
+            self.cancelled.emit()
+            return
+        self.busy_changed.emit(True)
+        try:
+            if isinstance(request, LoadRequest):
+                self._ensure_loaded(request.engine)
+            elif isinstance(request, GenerateRequest):
+                self._generate(request)
+            elif isinstance(request, SaveVoiceRequest):
+                self._save_voice(request)
+            else:
+                raise TypeError(f"unknown request {type(request).__name__}")
+        except BaseException as exc:  # noqa: BLE001 - the boundary: nothing may escape the thread
+            log.exception("request %s failed", type(request).__name__)
+            self.failed.emit(describe_error(exc))
+        finally:
+            with self._lock:
+                self._job = None
+            self.busy_changed.emit(False)
+
+    def _ensure_loaded(self, config: EngineConfig):
+        from s2studio.engine.pipeline import EngineSettings, Pipeline
+        from s2studio.engine.voices import VoiceLibrary
+
+        if not config.model_path:
+            raise _input_error("No model file is chosen yet. Open Settings (or the welcome page) and pick the "
+                               "S2 Pro .gguf file.")
+        settings = EngineSettings(model_path=config.model_path, tokenizer_path=config.tokenizer_path or None,
+                                  tokenizer_mode=config.tokenizer_mode, device=config.device,
+                                  gpu_layers=config.gpu_layers, threads=config.threads,
+                                  codec_mode=config.codec_mode)
+        if self._pipeline is None:
+            self._pipeline = Pipeline(settings, voices=VoiceLibrary(self._voices_folder))
+        else:
+            self._pipeline.configure(settings)
+        if not self._pipeline.is_loaded:
+            t0 = time.perf_counter()
+            last = {"stage": None, "frac": -1.0}
+
+            def report(stage: str, frac: float) -> None:
+                # The loader reports per tensor; a signal per 2 % is plenty for a progress bar.
+                if stage != last["stage"] or frac - last["frac"] >= 0.02 or frac >= 1.0:
+                    last["stage"], last["frac"] = stage, frac
+                    self.loading.emit(stage, float(frac))
+
+            try:
+                self._pipeline.load(progress=report)
+            except BaseException:
+                self._pipeline.unload()  # a half-loaded model must not be mistaken for a good one
+                raise
+            from s2studio.engine.placement import available_devices
+
+            placement = self._pipeline.codec_placement
+            self.loaded.emit(LoadInfo(codec_device=str(getattr(placement, "device", "")),
+                                      codec_reason=str(getattr(placement, "reason", "")),
+                                      load_seconds=time.perf_counter() - t0,
+                                      devices=tuple(available_devices())))
+        return self._pipeline
+
+    def _generate(self, request: GenerateRequest) -> None:
+        from s2studio.engine.generate import GenerationParams
+        from s2studio.engine.pipeline import PostProcess, Segmentation, SynthesisRequest
+
+        pipeline = self._ensure_loaded(request.engine)
+        if self._is_cancelled(request):
+            self.cancelled.emit()
+            return
+        s = request.sampling
+        synthesis = SynthesisRequest(
+            text=request.text,
+            voice=request.voice_id,
+            reference_audio=request.reference_audio,
+            reference_text=request.reference_text or None,
+            generation=GenerationParams(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
+                                        top_k=s.top_k, seed=s.seed),
+            segmentation=Segmentation(enabled=request.segmentation, max_chars=request.segment_max_chars,
+                                      pause_ms=request.pause_ms),
+            postprocess=PostProcess(trim_silence=request.trim_silence, normalize=request.normalize,
+                                    dynamic_normalize=request.dynamic_normalize),
+            stream_stride=request.stream_stride,
+        )
+        job = pipeline.synthesize(synthesis)
+        with self._lock:
+            self._job = job
+            if request.created <= self._cancelled_at:
+                job.cancel()
+        t0 = time.perf_counter()
+        audio_samples = 0
+        frames_done = 0  # frames of finished segments
+        for chunk in job:
+            audio_samples += len(chunk.samples)
+            if chunk.frame_count == 0:  # a pause: the segment before it is complete
+                frames_done += chunk.frame_start
+                frames = frames_done
+            else:
+                frames = frames_done + chunk.frame_start + chunk.frame_count
+            self.chunk.emit(chunk.samples, chunk.sample_rate)
+            self.progress.emit(GenerationProgress(chunk.segment + 1, chunk.segment_count, frames,
+                                                  audio_samples / chunk.sample_rate, time.perf_counter() - t0))
+        result = job.result
+        if result is None or result.cancelled:
+            self.cancelled.emit()
+        else:
+            self.finished.emit(FinishedTake(request, result))
+
+    def _save_voice(self, request: SaveVoiceRequest) -> None:
+        from s2studio.audio import CODEC_SAMPLE_RATE, validate_reference
+
+        validate_reference(request.samples, CODEC_SAMPLE_RATE)
+        pipeline = self._ensure_loaded(request.engine)
+        codes = pipeline.encode_reference(request.samples)
+        info = pipeline.voices.save(None, codes, request.transcript, name=request.name,
+                                    reference_audio=request.samples, sample_rate=pipeline.codec.sample_rate,
+                                    codebook_size=pipeline.model.cfg.codebook_size)
+        self.voice_saved.emit(info)
+
+
+def _input_error(message: str) -> S2Error:
+    from s2studio.engine.errors import InputError
+
+    return InputError(message)
+
+
+class WorkerThread:
+    """Creates the worker on its own QThread and stops it cleanly (cancel, quit, wait)."""
+
+    def __init__(self, voices_folder: str):
+        self.thread = QThread()
+        self.thread.setObjectName("inference")
+        self.worker = InferenceWorker(voices_folder)
+        self.worker.moveToThread(self.thread)
+        self.thread.start()
+
+    def shutdown(self, timeout_ms: int = 10_000) -> bool:
+        self.worker.cancel()
+        self.thread.quit()
+        return self.thread.wait(timeout_ms)

@@ -1,0 +1,184 @@
+"""App test fixtures: isolated folders, a fake sound card, and workers that always stop.
+
+The fake ``sounddevice`` has the real module's interface (``query_devices``, ``default``,
+``OutputStream``, ``InputStream`` with callbacks on their own threads, at real-time pace) and
+is installed in ``sys.modules`` only for tests that ask for it; every other test runs as on a
+machine without PortAudio (``import sounddevice`` fails), so no test touches real hardware.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import sys
+import threading
+import time
+import types
+
+import numpy as np
+import pytest
+
+from s2studio.audio import devices
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "data" / "golden"
+TTS_MODEL = GOLDEN / "tts_f32" / "model.gguf"
+CLONE_DIR = GOLDEN / "clone_f32_qknorm"
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path, monkeypatch):
+    for var, sub in (("S2STUDIO_CONFIG_DIR", "config"), ("S2STUDIO_LOG_DIR", "logs"),
+                     ("S2STUDIO_VOICES_DIR", "voices"), ("S2STUDIO_MODELS_DIR", "models")):
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    yield tmp_path
+
+
+@pytest.fixture(autouse=True)
+def no_audio(monkeypatch):
+    """Default: behave like a machine without PortAudio."""
+    monkeypatch.setitem(sys.modules, "sounddevice", None)  # import raises ImportError
+    devices.forget_backend()
+    yield
+    devices.forget_backend()
+
+
+class _FakeStream:
+    def __init__(self, samplerate, channels, dtype, callback, device=None, blocksize=0, **_):
+        self.samplerate, self.channels, self.callback, self.device = int(samplerate), channels, callback, device
+        self.blocksize = blocksize or 512
+        self._stop = threading.Event()
+        self._thread = None
+        self.frames = 0
+
+    def start(self):
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        period = self.blocksize / self.samplerate
+        while not self._stop.is_set():
+            self._tick()
+            self.frames += self.blocksize
+            time.sleep(period)
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2)
+
+    def close(self):
+        self._stop.set()
+
+
+class FakeOutputStream(_FakeStream):
+    played: list  # every block the player wrote, for assertions
+
+    def _tick(self):
+        out = np.zeros((self.blocksize, self.channels), np.float32)
+        self.callback(out, self.blocksize, None, None)
+        self.played.append(out[:, 0].copy())
+
+
+class FakeInputStream(_FakeStream):
+    def _tick(self):
+        t = (self.frames + np.arange(self.blocksize)) / self.samplerate
+        block = (0.4 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)[:, None]
+        self.callback(block, self.blocksize, None, None)
+
+
+def make_fake_sounddevice() -> types.ModuleType:
+    sd = types.ModuleType("sounddevice")
+    device_list = [
+        {"name": "Fake Microphone", "max_input_channels": 1, "max_output_channels": 0, "default_samplerate": 48000.0},
+        {"name": "Fake Speakers", "max_input_channels": 0, "max_output_channels": 2, "default_samplerate": 44100.0},
+    ]
+    sd.query_devices = lambda: list(device_list)
+    sd.default = types.SimpleNamespace(device=[0, 1])
+    sd.played = []
+    sd.streams = []
+
+    def output_stream(**kw):
+        stream = FakeOutputStream(**kw)
+        stream.played = sd.played
+        sd.streams.append(stream)
+        return stream
+
+    def input_stream(**kw):
+        stream = FakeInputStream(**kw)
+        sd.streams.append(stream)
+        return stream
+
+    sd.OutputStream = output_stream
+    sd.InputStream = input_stream
+    return sd
+
+
+@pytest.fixture
+def fake_sd(monkeypatch, no_audio):
+    sd = make_fake_sounddevice()
+    monkeypatch.setitem(sys.modules, "sounddevice", sd)
+    devices.forget_backend()
+    yield sd
+    for stream in sd.streams:
+        stream.stop()
+
+
+@pytest.fixture
+def worker_host(isolated_dirs, qapp):
+    from s2studio.app.worker import WorkerThread
+
+    host = WorkerThread(str(isolated_dirs / "voices"))
+    yield host
+    assert host.shutdown(20_000), "the worker thread did not stop"
+
+
+@pytest.fixture
+def tts_model(tmp_path) -> pathlib.Path:
+    """The tiny TTS model with its tokenizer, in a folder of its own."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    shutil.copy(TTS_MODEL, folder / "model.gguf")
+    shutil.copy(TTS_MODEL.parent / "tokenizer.json", folder / "tokenizer.json")
+    return folder / "model.gguf"
+
+
+def _fast_settings(model_path="", **overrides):
+    """Settings for tests: the tiny model, codec on the CPU, short takes."""
+    from s2studio.app.settings import AppSettings
+
+    values = dict(model_path=str(model_path), codec_mode="cpu", threads=2, max_new_tokens=12, temperature=0.8,
+                  seed=7, seed_locked=True, segmentation_enabled=False)
+    values.update(overrides)
+    return AppSettings(**values)
+
+
+@pytest.fixture
+def make_window(qtbot, worker_host, isolated_dirs):
+    from s2studio.app.main_window import MainWindow
+
+    windows = []
+
+    def build(settings, **kw):
+        window = MainWindow(settings, worker_host.worker, settings_path=isolated_dirs / "config" / "settings.json",
+                            **kw)
+        qtbot.addWidget(window)
+        window.show()
+        windows.append(window)
+        return window
+
+    yield build
+    worker_host.worker.cancel()
+    for w in windows:
+        w.close()
+
+
+@pytest.fixture
+def fast_settings():
+    """fast_settings(model_path, **overrides) -> AppSettings for a quick take."""
+    return _fast_settings
+
+
+@pytest.fixture
+def clone_dir() -> pathlib.Path:
+    return CLONE_DIR

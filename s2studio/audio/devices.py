@@ -47,6 +47,8 @@ def _friendly(err: BaseException) -> str:
             return ("Audio playback and recording need the PortAudio library, which is not installed "
                     "(on Debian/Ubuntu: sudo apt install libportaudio2). Generating and exporting still work.")
         return "The PortAudio audio library could not be loaded, so playback and recording are off."
+    if isinstance(err, ImportError):
+        return "The sounddevice package is not installed, so playback and recording are off."
     if "-9996" in text or "-9997" in text:
         hint = (" On Windows, check Settings > Privacy > Microphone." if sys.platform == "win32" else
                 " On macOS, check System Settings > Privacy & Security > Microphone." if sys.platform == "darwin"

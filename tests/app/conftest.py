@@ -8,6 +8,7 @@ machine without PortAudio (``import sounddevice`` fails), so no test touches rea
 
 from __future__ import annotations
 
+import importlib.abc
 import pathlib
 import shutil
 import sys
@@ -34,10 +35,20 @@ def isolated_dirs(tmp_path, monkeypatch):
     yield tmp_path
 
 
+class _NoPortAudio(importlib.abc.MetaPathFinder):
+    """Makes ``import sounddevice`` fail exactly as it does on Linux without libportaudio2."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "sounddevice":
+            raise OSError("PortAudio library not found")
+        return None
+
+
 @pytest.fixture(autouse=True)
 def no_audio(monkeypatch):
     """Default: behave like a machine without PortAudio."""
-    monkeypatch.setitem(sys.modules, "sounddevice", None)  # import raises ImportError
+    monkeypatch.delitem(sys.modules, "sounddevice", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_NoPortAudio(), *sys.meta_path])
     devices.forget_backend()
     yield
     devices.forget_backend()
@@ -133,11 +144,11 @@ def worker_host(isolated_dirs, qapp):
     assert host.shutdown(20_000), "the worker thread did not stop"
 
 
-@pytest.fixture
-def tts_model(tmp_path) -> pathlib.Path:
-    """The tiny TTS model with its tokenizer, in a folder of its own."""
-    folder = tmp_path / "model"
-    folder.mkdir()
+@pytest.fixture(scope="session")
+def tts_model(tmp_path_factory) -> pathlib.Path:
+    """The tiny TTS model with its tokenizer, in a folder of its own (one path for the whole
+    session, so the worker's pipeline is not reloaded for every test)."""
+    folder = tmp_path_factory.mktemp("model")
     shutil.copy(TTS_MODEL, folder / "model.gguf")
     shutil.copy(TTS_MODEL.parent / "tokenizer.json", folder / "tokenizer.json")
     return folder / "model.gguf"
@@ -147,7 +158,7 @@ def _fast_settings(model_path="", **overrides):
     """Settings for tests: the tiny model, codec on the CPU, short takes."""
     from s2studio.app.settings import AppSettings
 
-    values = dict(model_path=str(model_path), codec_mode="cpu", threads=2, max_new_tokens=12, temperature=0.8,
+    values = dict(model_path=str(model_path), codec_mode="cpu", threads=2, max_new_tokens=8, temperature=0.8,
                   seed=7, seed_locked=True, segmentation_enabled=False)
     values.update(overrides)
     return AppSettings(**values)

@@ -1,0 +1,93 @@
+"""Settings: JSON dataclass, atomic save, forgiving load, survives a restart of the window."""
+
+from __future__ import annotations
+
+import json
+
+from s2studio.app import paths
+from s2studio.app.settings import AppSettings, load_settings, save_settings
+
+
+def test_round_trip_keeps_types(tmp_path):
+    path = tmp_path / "settings.json"
+    s = AppSettings(model_path="/m.gguf", temperature=0.5, top_k=12, seed=99, seed_locked=True,
+                    segmentation_enabled=False, recent_texts=["a", "b"])
+    save_settings(s, path)
+    loaded = load_settings(path)
+    assert loaded.notice is None and loaded.settings == s
+    assert isinstance(loaded.settings.seed_locked, bool) and isinstance(loaded.settings.top_k, int)
+    assert [p.name for p in tmp_path.iterdir()] == ["settings.json"]  # no temp file left
+
+
+def test_env_var_redirects_the_config_dir(isolated_dirs):
+    assert paths.settings_file() == isolated_dirs / "config" / "settings.json"
+    save_settings(AppSettings(model_path="x"))
+    assert load_settings().settings.model_path == "x"
+
+
+def test_missing_file_gives_defaults_without_notice(tmp_path):
+    loaded = load_settings(tmp_path / "nope.json")
+    assert loaded.settings == AppSettings() and loaded.notice is None
+
+
+def test_corrupt_file_gives_defaults_a_notice_and_a_backup(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text("{not json", encoding="utf-8")
+    loaded = load_settings(path)
+    assert loaded.settings == AppSettings()
+    assert "damaged" in loaded.notice and str(path) in loaded.notice
+    assert (tmp_path / "settings.json.corrupt").read_text() == "{not json"
+
+
+def test_wrong_types_and_unknown_keys(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"top_k": "thirty", "temperature": 1, "seed_locked": "true", "codec_mode": "gpu",
+                                "from_the_future": 1, "model_path": "/m.gguf"}), encoding="utf-8")
+    loaded = load_settings(path)
+    s = loaded.settings
+    assert s.model_path == "/m.gguf" and s.temperature == 1.0 and isinstance(s.temperature, float)
+    assert s.top_k == 30 and s.seed_locked is False and s.codec_mode == "auto"
+    assert "top_k" in loaded.notice and "seed_locked" in loaded.notice and "codec_mode" in loaded.notice
+
+
+def test_settings_survive_a_restart(make_window, fast_settings, tts_model, isolated_dirs, qtbot):
+    window = make_window(fast_settings(tts_model))
+    s = window.settings.copy()
+    s.temperature, s.pause_ms, s.normalize = 0.33, 420, True
+    window.apply_settings(s)
+    window.close()
+    loaded = load_settings(isolated_dirs / "config" / "settings.json")
+    again = make_window(loaded.settings)
+    assert again.settings.temperature == 0.33 and again.settings.pause_ms == 420 and again.settings.normalize
+    assert again.settings.model_path == str(tts_model)
+
+
+def test_corrupt_settings_notice_is_visible(make_window, isolated_dirs):
+    path = isolated_dirs / "config" / "settings.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("\x00\x01garbage", encoding="utf-8")
+    loaded = load_settings(path)
+    window = make_window(loaded.settings, notice=loaded.notice)
+    window.pages.setCurrentIndex(1)
+    assert window.notice_banner.isVisible() and "damaged" in window.notice_banner.text
+
+
+def test_settings_dialog_edits_a_copy(qtbot):
+    from s2studio.app.widgets.settings_dialog import SettingsDialog
+
+    original = AppSettings(model_path="/m.gguf", gpu_layers=-1, seed_locked=False)
+    dialog = SettingsDialog(original, engine_devices=[("cpu", "CPU"), ("cuda:0", "Test GPU (8.0 GiB)")])
+    qtbot.addWidget(dialog)
+    assert [dialog.device.itemData(i) for i in range(dialog.device.count())] == ["cpu", "cuda:0"]
+    dialog.device.setCurrentIndex(1)
+    dialog.gpu_layers_all.setChecked(False)
+    dialog.gpu_layers.setValue(20)
+    dialog.seed.setValue(1234)
+    dialog.seed_locked.setChecked(True)
+    dialog.codec_mode.setCurrentIndex(dialog.codec_mode.findData("follow"))
+    result = dialog.result_settings()
+    assert (result.device, result.gpu_layers, result.seed, result.seed_locked, result.codec_mode) == \
+        ("cuda:0", 20, 1234, True, "follow")
+    assert original.device == "cpu" and original.gpu_layers == -1  # untouched until applied
+    # without PortAudio the audio tab says why and cannot be edited
+    assert not dialog.input_device.isEnabled()

@@ -59,7 +59,7 @@ class Server:
     def __init__(self, pipeline: Pipeline, config: ServerConfig):
         self.pipeline = pipeline
         self.config = config
-        self.queue = JobQueue(config.queue_depth)
+        self.queue = JobQueue(config.queue_depth, threads=pipeline.settings.threads)
 
     # ---- routes ---------------------------------------------------------------------------------
     async def generate(self, request: Request):

@@ -84,8 +84,9 @@ class Ticket:
 
 
 class JobQueue:
-    def __init__(self, depth: int):
+    def __init__(self, depth: int, threads: int = 0):
         self.depth = depth
+        self.threads = threads  # the server's CPU thread count (0: all cores), between requests
         self._waiting: collections.deque[Ticket] = collections.deque()
         self._active: Ticket | None = None
         self._cond = threading.Condition()
@@ -166,27 +167,17 @@ class JobQueue:
                     self._active = None
                 ticket.finished.set()
 
-    @staticmethod
-    def _run(ticket: Ticket) -> None:
-        restore = _apply_threads(ticket.n_threads)
+    def _run(self, ticket: Ticket) -> None:
+        from s2studio.engine.threads import set_threads
+
+        # s2.cpp's per-request n_threads. torch's count is process-wide, which is fine because
+        # only this worker synthesizes; every job sets it, so one request's choice never leaks
+        # into the next.
+        set_threads(ticket.n_threads or self.threads)
         try:
             for chunk in ticket.job:
                 ticket.post(Chunk(chunk))
             ticket.post(Done(ticket.job.result))
         except Exception as exc:  # handed to the request, which turns it into a status code
             ticket.post(Failed(exc))
-        finally:
-            restore()
-
-
-def _apply_threads(n_threads: int | None):
-    """s2.cpp's per-request ``n_threads``: torch's thread count is process-wide, which is fine
-    because only this worker runs synthesis; the previous count is restored afterwards."""
-    if not n_threads:
-        return lambda: None
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n_threads)
-    return lambda: torch.set_num_threads(previous)
 

@@ -24,7 +24,8 @@ def test_public_host_warns_before_loading(tmp_path, capsys):
     from s2studio.cli import main
 
     # The model does not exist, so the command stops at loading, after its warning.
-    code = main(["serve", "-m", str(tmp_path / "missing.gguf"), "--host", "0.0.0.0", "--voice-dir", str(tmp_path)])
+    code = main(["serve", "-m", str(tmp_path / "missing.gguf"), "--host", "0.0.0.0", "--voice-dir", str(tmp_path),
+                 "-threads", "1"])  # loading sets torch's process-wide thread count
     err = capsys.readouterr().err
     assert "warning: serving on 0.0.0.0" in err and "no --api-key" in err
     assert code == 2

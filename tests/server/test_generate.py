@@ -57,7 +57,7 @@ def test_stream_raw_pcm_has_audio_headers(server, api):
 
 
 def test_chunked_pcm_arrives_in_pieces_while_generating(server, api):
-    params = {**frames(160), "stream": True, "chunked": True, "output_format": "pcm_s16le", "low_latency": True}
+    params = {**frames(60), "stream": True, "chunked": True, "output_format": "pcm_s16le", "low_latency": True}
     conn, resp = api.open_stream(server, {"text": "Streaming, piece by piece."}, params)
     try:
         assert resp.status == 200
@@ -67,7 +67,7 @@ def test_chunked_pcm_arrives_in_pieces_while_generating(server, api):
         # The first bytes are here while the model is still generating the rest.
         assert api.health(server)["queue"]["running"] == 1
         pieces, total = 1, len(first)
-        for _ in range(10_000):  # bounded: the body is 160 frames
+        for _ in range(10_000):  # bounded: the body is 60 frames
             piece = resp.read1(65536)
             if not piece:
                 break
@@ -75,7 +75,7 @@ def test_chunked_pcm_arrives_in_pieces_while_generating(server, api):
     finally:
         conn.close()
     assert pieces >= 3
-    assert total == 160 * SAMPLES_PER_FRAME * 2
+    assert total == 60 * SAMPLES_PER_FRAME * 2
 
 
 def test_chunked_wav_starts_with_a_placeholder_header(server, api):

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import socket
 import threading
+import time
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class ServerThread:
         self._thread.start()
         waited = 0.0
         while not self._server.started and self._thread.is_alive() and waited < timeout:
-            threading.Event().wait(0.02)
+            time.sleep(0.02)
             waited += 0.02
         if not self._server.started:
             self.stop()

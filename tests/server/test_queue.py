@@ -36,11 +36,10 @@ def test_full_queue_answers_503_with_retry_after(start_server, api):
     try:
         assert resp.status == 200
         assert resp.read1(1024)
-        # a second request waits (streaming requests only answer when their turn comes)
-        waiting, _ = api.multipart({"text": "Waits."}), None
+        # a second request waits (its response only starts when its turn comes)
         import http.client
 
-        body, ctype = waiting
+        body, ctype = api.multipart({"text": "Waits."})
         waiting = http.client.HTTPConnection(server.host, server.port, timeout=30)
         waiting.request("POST", "/generate", body=body, headers={"Content-Type": ctype})
         assert api.wait_until(lambda: api.health(server)["queue"]["waiting"] == 1)

@@ -17,8 +17,20 @@ queue and its worker thread), ``responses`` (one-shot and live audio), ``openai`
 limit) and ``runner`` (uvicorn on a bound socket).
 """
 
-from s2studio.server.app import create_app
 from s2studio.server.config import ServerConfig
-from s2studio.server.runner import ServerThread, serve_forever
 
 __all__ = ["ServerConfig", "ServerThread", "create_app", "serve_forever"]
+
+
+def __getattr__(name: str):
+    # Starlette and uvicorn load only when a server is built, so the CLI's --help (which
+    # imports s2studio.server.config) works even where they are not installed.
+    if name == "create_app":
+        from s2studio.server.app import create_app
+
+        return create_app
+    if name in ("ServerThread", "serve_forever"):
+        from s2studio.server import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -62,6 +62,7 @@ class OutputPanel(QWidget):
         self.takes: list[Take] = []
         self.current: Take | None = None
         self._paused_at = 0
+        self._pending_final: Take | None = None  # the finished take, shown once live playback ends
         self.last_export_dir = ""
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -148,7 +149,8 @@ class OutputPanel(QWidget):
     def toggle_play(self) -> None:
         if self.audio.playing_owner == OWNER:
             buffer = self.audio.live_buffer
-            self._paused_at = self.waveform.playhead or 0 if buffer is None else 0
+            # pausing a finished clip remembers where; stopping live playback starts over next time
+            self._paused_at = (self.waveform.playhead or 0) if buffer is None else 0
             self.audio.stop()
             return
         if self.current is None:
@@ -173,7 +175,7 @@ class OutputPanel(QWidget):
         if owner != OWNER:
             return
         self.play_button.setText("▶ Play")
-        pending = getattr(self, "_pending_final", None)
+        pending = self._pending_final
         if pending is not None:
             self._pending_final = None
             self.waveform.set_audio(pending.audio, pending.sample_rate)

@@ -155,11 +155,11 @@ class WaveformView(QWidget):
             scale = (h / 2 - 2)
             for x, (lo, hi) in enumerate(zip(self._mins, self._maxs)):
                 p.drawLine(QPointF(x + 0.5, mid - float(hi) * scale), QPointF(x + 0.5, mid - float(lo) * scale))
-        else:
+            p.setPen(QPen(pal.color(QPalette.ColorRole.Mid), 1))
+            p.drawLine(QPointF(0, mid), QPointF(self.width(), mid))
+        else:  # no zero line here: it would strike through the placeholder text
             p.setPen(pal.color(QPalette.ColorRole.PlaceholderText))
             p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, self.placeholder)
-        p.setPen(QPen(pal.color(QPalette.ColorRole.Mid), 1))
-        p.drawLine(QPointF(0, mid), QPointF(self.width(), mid))
         if self._playhead is not None:
             x = self._x_of(self._playhead)
             p.setPen(QPen(pal.color(QPalette.ColorRole.Text), 2))

@@ -1,0 +1,157 @@
+"""``s2studio --self-test``: prove that this installation (above all a frozen bundle) works.
+
+A bundle that only fails when a user clicks Generate is a broken bundle nobody noticed, so CI
+runs this inside the built app: every import the app needs (a module PyInstaller missed shows
+up here, not on a user's machine), a tiny random model written to a temp folder (the bundle has
+no test data), about one second of speech through the real ``Pipeline`` and codec, an audio file
+written and read back through libsndfile, and the studio window opened and closed through the
+real startup path. Exit code 0 when all passed, 1 otherwise, with one line per step.
+
+The window step gets the app's entry function from the caller (``s2studio.cli``, the one module
+allowed to reach into the app), so this module depends on the app only through that argument.
+All of the app's folders point into the temp folder: the self-test never touches user settings.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Callable
+
+# Everything the app imports somewhere, eagerly or lazily. Subcommand modules are loaded by
+# name at run time, so a bundler cannot see them; list them here so a missing one fails loudly.
+REQUIRED_MODULES = (
+    "numpy", "torch", "gguf", "tokenizers", "soundfile", "soxr", "platformdirs",
+    "PySide6.QtCore", "PySide6.QtGui", "PySide6.QtWidgets",
+    "s2studio.audio", "s2studio.engine.pipeline", "s2studio.engine.codec", "s2studio.engine.voices",
+    "s2studio.cli.synth", "s2studio.cli.codec_cmds", "s2studio.cli.voices_cmd", "s2studio.cli.trace",
+    "s2studio.cli.serve", "s2studio.devtools.tiny_model",
+)
+FRAMES = 22  # 22 frames x 2048 samples at 44.1 kHz: about one second of audio
+WINDOW_TIMEOUT_MS = 60_000
+APP_DIR_VARS = ("S2STUDIO_CONFIG_DIR", "S2STUDIO_LOG_DIR", "S2STUDIO_VOICES_DIR", "S2STUDIO_MODELS_DIR")
+
+
+def _say(text: str) -> None:
+    # A windowed Windows build has no stdout at all (sys.stdout is None): stay silent there.
+    if sys.stdout is not None:
+        print(text, flush=True)
+
+
+def check_imports(work: Path) -> str:
+    for name in REQUIRED_MODULES:
+        importlib.import_module(name)
+    import torch
+
+    return f"{len(REQUIRED_MODULES)} modules; torch {torch.__version__}"
+
+
+def check_audio_devices(work: Path) -> str:
+    """PortAudio is optional (the app runs without sound cards); report, never fail, when the
+    library itself is missing. A sounddevice *module* missing from the bundle is a real failure."""
+    try:
+        import sounddevice
+    except OSError as err:
+        return f"warning: no PortAudio ({err}); install libportaudio2 for playback/recording"
+    return f"PortAudio {sounddevice.get_portaudio_version()[1]}"
+
+
+def check_synthesis(work: Path) -> str:
+    import numpy as np
+
+    from s2studio.audio import read_audio, write_wav
+    from s2studio.devtools.tiny_model import make_tiny_model
+    from s2studio.engine.generate import GenerationParams
+    from s2studio.engine.pipeline import EngineSettings, Pipeline, SynthesisRequest
+
+    tiny = make_tiny_model(work / "model")
+    pipeline = Pipeline(EngineSettings(str(tiny.model_path), str(tiny.tokenizer_path), codec_mode="cpu"))
+    params = GenerationParams(max_new_tokens=FRAMES, min_tokens_before_end=FRAMES, seed=0)
+    result = pipeline.synthesize(SynthesisRequest("Hello from the self-test.", generation=params)).run_to_end()
+    audio = np.asarray(result.audio)
+    expected = FRAMES * tiny.samples_per_frame
+    if audio.shape != (expected,) or not np.isfinite(audio).all() or float(np.abs(audio).max()) == 0.0:
+        raise AssertionError(f"bad audio: shape {audio.shape} (want ({expected},)), "
+                             f"peak {float(np.abs(audio).max()) if audio.size else 'n/a'}")
+    # Round-trip through libsndfile, which the soundfile wheel (and so the bundle) must carry.
+    wav = work / "take.wav"
+    write_wav(wav, audio, result.sample_rate)
+    back = read_audio(wav, result.sample_rate, max_seconds=None, check_reference=False)
+    if back.shape != (expected,):
+        raise AssertionError(f"WAV round trip changed the length: {back.shape} != {expected}")
+    return f"{expected / result.sample_rate:.2f} s of audio, {result.codes.shape[1]} frames, stop={result.stop_reason}"
+
+
+def check_window(open_app: Callable[[list[str]], int], work: Path) -> str:
+    """Run the real app start-up, close the window once it is shown, and require a clean exit."""
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(["s2studio"])
+    seen: dict[str, object] = {}
+
+    def close_when_shown() -> None:
+        window = getattr(app, "main_window", None)
+        if window is None or not window.isVisible():
+            QTimer.singleShot(100, close_when_shown)  # start-up not finished yet
+            return
+        seen["title"] = window.windowTitle()
+        window.close()  # the real close path: cancels the worker, saves settings
+        app.quit()
+
+    def give_up() -> None:
+        seen["timeout"] = True
+        app.exit(3)
+
+    QTimer.singleShot(0, close_when_shown)
+    QTimer.singleShot(WINDOW_TIMEOUT_MS, give_up)
+    code = open_app(["s2studio"])
+    if seen.get("timeout"):
+        raise AssertionError(f"the main window did not appear within {WINDOW_TIMEOUT_MS // 1000} s")
+    if code != 0:
+        raise AssertionError(f"the app exited with code {code}")
+    if not (work / "config" / "settings.json").is_file():
+        raise AssertionError("closing the window did not save settings (closeEvent did not run)")
+    return f"window '{seen.get('title')}' opened and closed on '{app.platformName()}'"
+
+
+def run_self_test(open_app: Callable[[list[str]], int]) -> int:
+    """``open_app``: the app's entry function (``s2studio.app.run_app``). Returns the exit code."""
+    from s2studio import __version__
+
+    frozen = "bundle" if getattr(sys, "frozen", False) else "source"
+    _say(f"s2studio {__version__} self-test ({frozen}, Python {sys.version.split()[0]}, {sys.platform})")
+    saved = {var: os.environ.get(var) for var in APP_DIR_VARS}
+    failures = 0
+    # ignore_cleanup_errors: on Windows the app's open log file cannot be deleted yet.
+    with tempfile.TemporaryDirectory(prefix="s2studio-selftest-", ignore_cleanup_errors=True) as tmp:
+        work = Path(tmp)
+        for var in APP_DIR_VARS:
+            os.environ[var] = str(work / var.removeprefix("S2STUDIO_").removesuffix("_DIR").lower())
+        steps = [("imports", check_imports), ("audio devices", check_audio_devices),
+                 ("synthesis", check_synthesis), ("window", lambda w: check_window(open_app, w))]
+        try:
+            for name, step in steps:
+                start = time.perf_counter()
+                try:
+                    detail = step(work)
+                except Exception:  # noqa: BLE001 - report every failure and keep going
+                    failures += 1
+                    _say(f"FAIL {name}:\n{traceback.format_exc()}")
+                    continue
+                _say(f"ok   {name} ({time.perf_counter() - start:.1f} s): {detail}")
+        finally:
+            for var, value in saved.items():
+                if value is None:
+                    os.environ.pop(var, None)
+                else:
+                    os.environ[var] = value
+    _say("self-test passed" if not failures else f"self-test FAILED ({failures} step(s))")
+    return 0 if not failures else 1

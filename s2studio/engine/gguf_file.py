@@ -14,6 +14,7 @@ import logging
 import mmap
 import os
 import struct
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,6 +283,40 @@ class GGUFFile:
 
             out = gguf.quants.dequantize(np.asarray(data), gguf.GGMLQuantizationType[info.type_name])
         return out.reshape(info.shape)
+
+    def tensor(self, name: str, dtype, device="cpu"):
+        """The tensor as a torch tensor of ``dtype`` (numpy order), without a float32 detour
+        where the stored type allows it: F32/F16/BF16 are cast directly and Q8_0 blocks are
+        decoded in torch (multi-threaded, exactly ``gguf.quants``' arithmetic), in row chunks
+        so a 155776-row table never needs a full float32 copy. Other types go through
+        ``gguf.quants``."""
+        import torch
+
+        def view(arr: np.ndarray) -> "torch.Tensor":
+            # A read-only view of the map (never written; every path below copies).
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                return torch.from_numpy(np.ascontiguousarray(arr))
+
+        info = self.info(name)
+        data = self._reader_tensors[name].data
+        if info.type_name in ("F32", "F16"):
+            return view(data).reshape(info.shape).to(device=device, dtype=dtype, copy=True)
+        if info.type_name == "BF16":
+            bits = view(data.view(np.int16)).to(torch.int32) << 16
+            return bits.view(torch.float32).reshape(info.shape).to(device=device, dtype=dtype)
+        if info.type_name == "Q8_0":
+            rows = int(np.prod(info.shape[:-1]))
+            blocks = view(data).reshape(rows, -1, 34)
+            out = torch.empty((rows, info.shape[-1]), dtype=dtype)
+            step = max(1, (1 << 24) // info.shape[-1])
+            for r in range(0, rows, step):
+                b = blocks[r:r + step]
+                scale = b[..., :2].contiguous().view(torch.float16).float()  # (n, blocks, 1)
+                q = b[..., 2:].contiguous().view(torch.int8).float()  # (n, blocks, 32)
+                out[r:r + step] = (q * scale).reshape(b.shape[0], -1).to(dtype)
+            return out.reshape(info.shape).to(device)
+        return torch.from_numpy(self.array(name)).to(device=device, dtype=dtype)
 
     def close(self) -> None:
         # numpy memmaps inside the reader keep the file open until they are collected.

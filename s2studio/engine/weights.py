@@ -11,7 +11,6 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
 import torch
 
 from .config import ModelConfig, TransformerConfig
@@ -73,17 +72,11 @@ class _Binder:
         if tuple(info.shape) != tuple(shape):
             raise ModelFileError(self.f.path, f"tensor '{name}' has shape {tuple(info.shape)}, expected "
                                               f"{tuple(shape)} for this model's metadata")
-        arr = self.f.array(name)
-        t = torch.from_numpy(np.ascontiguousarray(arr)).to(dtype=dtype or self.dtype)
-        t = t.to(device)
+        t = self.f.tensor(name, dtype or self.dtype, device)
         self.done += info.n_elements
         if self.progress is not None:
             self.progress(min(self.done / self.total, 1.0))
         return t
-
-
-def _stack_numel(f: GGUFFile, prefix: str, n_layer: int) -> int:
-    return sum(i.n_elements for n, i in f.tensors.items() if n.startswith(prefix))
 
 
 def _bind_stack(bind: _Binder, prefix: str, cfg: TransformerConfig, in_dim: int,

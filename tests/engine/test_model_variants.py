@@ -86,3 +86,14 @@ def test_quantized_types(make_tiny_model, quant):
     for name in ("slow_logits", "fast_logits"):
         rel = np.abs(tq[name] - tr[name]).max() / np.abs(tr[name]).max()
         assert rel < 5e-3, (name, rel)
+
+
+@pytest.mark.parametrize("quant", ["q8_0", "bf16", "f16", "q4_k"])
+def test_torch_tensor_path_equals_gguf_quants(make_tiny_model, quant):
+    q_path, _ = make_tiny_model("--seed", "5", *WIDE, quant=quant)
+    f = GGUFFile(q_path)
+    for name in ("embeddings.weight", "layers.1.feed_forward.w2.weight", "norm.weight"):
+        want = f.array(name)
+        got = f.tensor(name, torch.float32)
+        np.testing.assert_array_equal(got.numpy(), want)
+        np.testing.assert_array_equal(f.tensor(name, torch.float16).numpy(), want.astype(np.float16))

@@ -32,6 +32,9 @@ REQUIRED_MODULES = (
     "s2studio.cli.synth", "s2studio.cli.codec_cmds", "s2studio.cli.voices_cmd", "s2studio.cli.trace",
     "s2studio.cli.serve", "s2studio.devtools.tiny_model",
 )
+# Needed by one feature but not declared as a hard dependency: a bundle must carry them (its user
+# cannot pip install), a source checkout only gets a warning.
+FEATURE_MODULES = {"huggingface_hub": "downloading the model from the welcome screen"}
 FRAMES = 22  # 22 frames x 2048 samples at 44.1 kHz: about one second of audio
 WINDOW_TIMEOUT_MS = 60_000
 APP_DIR_VARS = ("S2STUDIO_CONFIG_DIR", "S2STUDIO_LOG_DIR", "S2STUDIO_VOICES_DIR", "S2STUDIO_MODELS_DIR")
@@ -46,9 +49,17 @@ def _say(text: str) -> None:
 def check_imports(work: Path) -> str:
     for name in REQUIRED_MODULES:
         importlib.import_module(name)
+    missing = []
+    for name, feature in FEATURE_MODULES.items():
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            if getattr(sys, "frozen", False):
+                raise
+            missing.append(f"warning: no {name}, so no {feature}")
     import torch
 
-    return f"{len(REQUIRED_MODULES)} modules; torch {torch.__version__}"
+    return "; ".join([f"{len(REQUIRED_MODULES) + len(FEATURE_MODULES)} modules; torch {torch.__version__}", *missing])
 
 
 def check_audio_devices(work: Path) -> str:

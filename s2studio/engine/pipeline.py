@@ -366,8 +366,14 @@ class Pipeline:
                                              cancel=job.cancel_event, stats=stats):
                     frames.append(frame.codes)
                     pending.append(frame.codes)
+                    if job.cancel_event.is_set():
+                        break  # Stop answers within one frame: no decode after a cancel
                     if len(pending) >= request.stream_stride:
                         yield self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings)
+                if job.cancel_event.is_set():
+                    stats.stop_reason = "cancelled"
+                    del frames[len(frames) - len(pending):]  # keep codes and audio in step
+                    pending.clear()
                 if pending:
                     yield self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings)
                 timings.prefill_s += stats.prefill_s

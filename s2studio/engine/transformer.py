@@ -22,9 +22,19 @@ from .config import TransformerConfig
 from .weights import LayerWeights, StackWeights
 
 
+# From this many rows on, a CPU matmul with 16-bit weights runs as float32: torch's CPU
+# float16/bfloat16 GEMM (no native 16-bit FMA on AVX2) costs time in proportion to the rows,
+# while converting the weight once and using the float32 BLAS costs a fixed ~2x the weight's
+# read plus a fast GEMM. Decode steps (1 row) stay 16-bit: that is a GEMV, bandwidth-bound.
+CPU_F32_GEMM_MIN_ROWS = 32
+
+
 def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """y = x·wᵀ in the weight's dtype on the weight's device, returned as float32."""
-    return F.linear(x.to(device=w.device, dtype=w.dtype), w).float()
+    x = x.to(w.device)
+    if w.dtype != torch.float32 and w.device.type == "cpu" and x.shape[0] >= CPU_F32_GEMM_MIN_ROWS:
+        return F.linear(x.float(), w.float())
+    return F.linear(x.to(w.dtype), w).float()
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:

@@ -2,7 +2,7 @@
 """Build the s2studio bundle for this OS into ``dist/`` and report its size and build time.
 
     python packaging/build.py                 # CPU flavour, onedir bundle
-    python packaging/build.py --strip         # strip symbols (Linux/macOS; ignored on Windows)
+    python packaging/build.py --strip         # strip symbols (Linux; ignored elsewhere)
     python packaging/build.py --self-test     # then run the built bundle's --self-test
     python packaging/build.py --flavour cuda  # keep CUDA libraries (needs a CUDA torch)
 
@@ -74,6 +74,32 @@ def bundle_paths() -> tuple[Path, Path]:
     return DIST / "s2studio", DIST / "s2studio" / exe
 
 
+# auditwheel/delocate vendor libraries into "<pkg>.libs"/".dylibs" folders under hash-mangled
+# names and rewrite their ELF headers with patchelf; strip corrupts those (numpy's OpenBLAS then
+# fails with "ELF load command address/offset not page-aligned"), so they are left alone.
+VENDORED = re.compile(r"-[0-9a-f]{8}\.(so|dylib)")
+
+
+def strip_binaries(bundle: Path) -> int:
+    """Strip symbols from the bundle's shared libraries; returns bytes saved."""
+    # Linux only: on macOS strip invalidates the code signatures arm64 requires even for an
+    # unsigned (ad-hoc signed) build; Windows has no symbol tables in its DLLs to strip.
+    if not sys.platform.startswith("linux") or not shutil.which("strip"):
+        print("--strip: Linux only, skipped", flush=True)
+        return 0
+    flags = ["--strip-unneeded"]
+    saved = 0
+    for path in bundle.rglob("*"):
+        if path.is_symlink() or not path.is_file() or not (path.suffix in (".so", ".dylib") or ".so." in path.name):
+            continue
+        if VENDORED.search(path.name) or any(p.endswith(".libs") or p == ".dylibs" for p in path.parts):
+            continue
+        before = path.stat().st_size
+        if subprocess.run(["strip", *flags, str(path)], capture_output=True).returncode == 0:
+            saved += before - path.stat().st_size
+    return saved
+
+
 def size_of(path: Path) -> tuple[int, str]:
     total = sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
     du = ""
@@ -95,14 +121,14 @@ def run_self_test(cli: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flavour", choices=("cpu", "cuda"), default="cpu")
-    ap.add_argument("--strip", action="store_true", help="strip symbols from binaries (not on Windows)")
+    ap.add_argument("--strip", action="store_true", help="strip symbols from shared libraries (Linux only)")
     ap.add_argument("--self-test", action="store_true", help="run the built bundle's --self-test")
     ap.add_argument("--keep-build", action="store_true", help="reuse build/pyinstaller (faster rebuilds)")
     args = ap.parse_args(argv)
 
     check_torch_flavour(args.flavour)
     version = read_version()
-    spec_args = ["--flavour", args.flavour] + (["--strip"] if args.strip else [])
+    spec_args = ["--flavour", args.flavour]
     if sys.platform == "win32":
         spec_args += ["--version-file", str(windows_version_file(version, WORK))]
     cmd = [sys.executable, "-m", "PyInstaller", str(PACKAGING / "s2studio.spec"), "--noconfirm",
@@ -113,9 +139,11 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     start = time.perf_counter()
     subprocess.run(cmd + ["--"] + spec_args, cwd=ROOT, check=True)
+    bundle, cli = bundle_paths()
+    if args.strip:
+        print(f"--strip: {strip_binaries(bundle) / 2**20:.0f} MiB saved", flush=True)
     minutes = (time.perf_counter() - start) / 60
 
-    bundle, cli = bundle_paths()
     total, du = size_of(bundle)
     print(f"bundle: {bundle}\nsize: {du or '?'} (du -sh), {total / 2**20:.0f} MiB of files\n"
           f"build time: {minutes:.1f} min", flush=True)

@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Voice-cloning studio for Fish Audio S2 Pro. Without a command, opens the app.",
     )
     parser.add_argument("--version", action="version", version=f"s2studio {__version__}")
+    parser.add_argument("--self-test", action="store_true",
+                        help="check the installation (imports, a tiny model, one second of speech, the window) "
+                             "and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
         try:
@@ -58,15 +61,15 @@ def add_log_level(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     from s2studio.engine.errors import S2Error
 
-    if (sys.argv[1:] if argv is None else argv)[:1] == ["--self-test"]:
-        # Before subcommand parsing: the bundle's smoke test (s2studio/selftest.py). The app's
-        # entry is handed in from here, the one module allowed to reach into the app.
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.self_test:
+        # The bundle's smoke test (s2studio/selftest.py). The app's entry is handed in from
+        # here, the one module allowed to reach into the app.
         from s2studio.app import run_app
         from s2studio.selftest import run_self_test
 
         return run_self_test(run_app)
-    parser = build_parser()
-    args = parser.parse_args(argv)
     if args.command is None:
         from s2studio.app import run_app  # imported lazily: the CLI must not need Qt
 

@@ -31,6 +31,11 @@ def test_writes_playable_wav_and_codes(tmp_path):
     np.testing.assert_array_equal(np.load(codes), np.load(TTS / "dumps" / "codes.npy"))
     assert np.abs(audio - np.load(TTS / "dumps" / "audio.npy")).max() <= 1e-2
     assert "seed" in r.stderr and "real-time factor" in r.stderr
+    info = synth("-m", str(TTS / "model.gguf"), "--text", "Metrics please.", "--max-tokens", "3",
+                 "--log-level", "info", "-o", str(tmp_path / "m.wav"))
+    metrics = [line for line in info.stderr.splitlines() if "[Metrics]" in line]
+    assert len(metrics) == 1 and "ms_per_frame=" in metrics[0] and "peak_rss_mb=" in metrics[0], info.stderr
+    (tmp_path / "m.wav").unlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["codes.npy", "hello.wav"]  # no temp files
 
 

@@ -188,11 +188,24 @@ def run(args: argparse.Namespace) -> int:
     if args.codes_out:
         save_npy_atomic(args.codes_out, result.codes.astype(np.int32))
     t = result.timings
+    log.info("[Metrics] load_ms=%.0f prefill_ms=%.0f frames=%d ms_per_frame=%.1f codec_ms=%.0f rtf=%.3f "
+             "peak_rss_mb=%.0f", 1000 * t.load_s, 1000 * t.prefill_s, t.frames, t.ms_per_frame,
+             1000 * t.decode_s, t.real_time_factor, peak_rss_mb())
     print(f"wrote {args.output}: {t.audio_s:.2f} s of audio, {len(result.segments)} segment(s), {t.frames} frames "
           f"({result.stop_reason}), seed {result.seed}; {t.total_s:.1f} s total, prefill {t.prefill_s:.2f} s, "
           f"{t.ms_per_frame:.0f} ms/frame, codec {t.decode_s:.2f} s, real-time factor {t.real_time_factor:.2f}",
           file=sys.stderr)
     return 0
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (MB); 0 where the platform does not say."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0.0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB elsewhere
 
 
 def print_voices(voices) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from s2studio.app import paths
-from s2studio.audio.atomic_file import commit_temp, make_temp_beside, remove_quietly
+from s2studio.audio.atomic_file import atomic_output
 
 log = logging.getLogger(__name__)
 
@@ -144,13 +144,5 @@ def save_settings(settings: AppSettings, path: Path | None = None) -> None:
     path = path or paths.settings_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(dataclasses.asdict(settings), indent=2, ensure_ascii=False).encode("utf-8") + b"\n"
-    fd, temp = make_temp_beside(str(path))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        commit_temp(temp, str(path))
-    except BaseException:
-        remove_quietly(temp)
-        raise
+    with atomic_output(str(path)) as f:
+        f.write(data)

@@ -10,12 +10,41 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import contextmanager
+from typing import IO, Iterator
+
+
+def _default_file_mode() -> int:
+    # mkstemp creates 0600 files; a user's output should get the usual umask permissions.
+    # (os.umask can only be read by setting it; the window is a few instructions.)
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def make_temp_beside(dest: str) -> tuple[int, str]:
-    """Create an empty temp file next to ``dest``; return (fd, path)."""
+    """Create an empty temp file next to ``dest`` with ordinary permissions; return (fd, path)."""
     directory, name = os.path.split(os.path.abspath(dest))
-    return tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=directory)
+    fd, path = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=directory)
+    if os.name == "posix":
+        os.fchmod(fd, _default_file_mode())
+    return fd, path
+
+
+@contextmanager
+def atomic_output(dest: str) -> Iterator[IO[bytes]]:
+    """``with atomic_output(path) as fh: fh.write(...)``: the file appears complete under
+    ``dest`` when the block ends, or not at all if it raises."""
+    fd, temp = make_temp_beside(dest)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        commit_temp(temp, dest)
+    except BaseException:
+        remove_quietly(temp)
+        raise
 
 
 def remove_quietly(path: str) -> None:

@@ -30,21 +30,11 @@ def _load_codec(args: argparse.Namespace):
     return codec
 
 
-def _save_npy_atomic(path: str, arr: np.ndarray) -> None:
-    from s2studio.audio.atomic_file import commit_temp, fsync_path, make_temp_beside, remove_quietly
+def save_npy_atomic(path: str, arr: np.ndarray) -> None:
+    from s2studio.audio.atomic_file import atomic_output
 
-    fd, tmp = make_temp_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as fh:  # a file object: np.save must not append ".npy"
-            np.save(fh, arr)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
-        fsync_path(tmp)
-        commit_temp(tmp, path)
-    except BaseException:
-        remove_quietly(tmp)
-        raise
+    with atomic_output(path) as fh:  # a file object: np.save must not append ".npy"
+        np.save(fh, arr)
 
 
 def _check_output_dir(path: str) -> None:
@@ -63,7 +53,7 @@ def run_encode(args: argparse.Namespace) -> int:
     audio = read_audio(args.audio, codec.sample_rate, resampler=args.resampler,
                        max_seconds=args.max_seconds if args.max_seconds > 0 else None)
     codes = codec.encode(audio)
-    _save_npy_atomic(args.output, codes)
+    save_npy_atomic(args.output, codes)
     print(f"wrote {args.output}: int32 codes {list(codes.shape)} "
           f"({codes.shape[1]} frames, {len(audio) / codec.sample_rate:.2f} s of audio)")
     return 0

@@ -7,7 +7,6 @@ Flag names follow s2.cpp's CLI (spec engine.md §8.5), including its single-dash
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import numpy as np
@@ -79,19 +78,6 @@ def generation_params(args: argparse.Namespace):
                             ras=not args.no_ras, seed=args.seed)
 
 
-def save_npy_atomic(path: str, array: np.ndarray) -> None:
-    from s2studio.audio.atomic_file import commit_temp, make_temp_beside, remove_quietly
-
-    fd, tmp = make_temp_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, array)
-        commit_temp(tmp, path)
-    except BaseException:
-        remove_quietly(tmp)
-        raise
-
-
 def voice_library(args: argparse.Namespace):
     from s2studio.engine.voices import VoiceLibrary
 
@@ -122,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     from s2studio.audio import StreamingWavWriter, read_audio, write_wav
+    from s2studio.cli.codec_cmds import save_npy_atomic
     from s2studio.engine.errors import InputError
     from s2studio.engine.pipeline import Pipeline, PostProcess, Segmentation, SynthesisRequest
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import sys
-
 from s2studio.engine.errors import InputError
 
 
@@ -57,17 +54,11 @@ def run_remove(args) -> int:
 def run_export(args) -> int:
     from s2studio.engine.voices import encode_s2voice
 
-    v = _library(args).get(args.id)
-    from s2studio.audio.atomic_file import commit_temp, make_temp_beside, remove_quietly
+    from s2studio.audio.atomic_file import atomic_output
 
-    fd, tmp = make_temp_beside(args.output)
-    try:
-        with open(fd, "wb") as fh:
-            fh.write(encode_s2voice(v.profile))
-        commit_temp(tmp, args.output)
-    except BaseException:
-        remove_quietly(tmp)
-        raise
+    v = _library(args).get(args.id)
+    with atomic_output(args.output) as fh:
+        fh.write(encode_s2voice(v.profile))
     print(f"exported voice '{v.id}' to {args.output} (s2.cpp .s2voice format)")
     return 0
 

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from s2studio.audio import CODEC_SAMPLE_RATE, SAMPLES_PER_CODE_FRAME, read_audio, resample, write_wav
-from s2studio.audio.atomic_file import commit_temp, fsync_path, make_temp_beside, remove_quietly
+from s2studio.audio.atomic_file import atomic_output, remove_quietly
 from s2studio.engine.errors import InputError, S2Error
 
 MAGIC = b"S2VOICE\x00"
@@ -278,15 +278,8 @@ def _utc_now_iso() -> str:
 
 
 def _write_atomic(dest: str, data: bytes) -> None:
-    fd, temp = make_temp_beside(dest)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        fsync_path(temp)
-        commit_temp(temp, dest)
-    except BaseException:
-        remove_quietly(temp)
-        raise
+    with atomic_output(dest) as f:
+        f.write(data)
 
 
 # ---------------------------------------------------------------------------------------------

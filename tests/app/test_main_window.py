@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import pytest
 import soundfile as sf
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent

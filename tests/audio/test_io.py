@@ -515,3 +515,17 @@ def test_importing_audio_loads_neither_torch_nor_sounddevice():
     code = "import sys, s2studio.audio; print(sorted({'torch', 'sounddevice', 'PySide6'} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_written_files_get_ordinary_permissions(tmp_path):
+    import os
+    import stat
+
+    from s2studio.audio import write_wav
+
+    old = os.umask(0o022)
+    try:
+        write_wav(tmp_path / "perm.wav", np.zeros(100, np.float32))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "perm.wav").st_mode) == 0o644

@@ -39,7 +39,7 @@ from s2studio.engine.loader import load_dual_ar  # noqa: E402
 from s2studio.engine.threads import set_threads  # noqa: E402
 
 
-def memory_bandwidth_gbps(gb: float = 1.0, reps: int = 5) -> float:
+def memory_bandwidth_gbps(gb: float = 2.0, reps: int = 5) -> float:
     """Median streaming-read bandwidth of a float32 array (torch sum, current threads)."""
     t = torch.ones(int(gb * 1e9) // 4, dtype=torch.float32)  # touches every page
     t.sum()
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--bandwidth-gb", type=float, default=1.0, help="size of the bandwidth probe array")
+    ap.add_argument("--bandwidth-gb", type=float, default=2.0, help="size of the bandwidth probe array")
     ap.add_argument("--json", action="store_true", help="print JSON only")
     a = ap.parse_args(argv)
 

@@ -113,7 +113,7 @@ class Timings:
     prefill_s: float = 0.0
     generate_s: float = 0.0  # Slow-AR steps + Fast-AR, after prefill
     decode_s: float = 0.0  # codec
-    total_s: float = 0.0
+    total_s: float = 0.0  # synthesis, after loading (as s2.cpp's total_rtf)
     frames: int = 0
     audio_s: float = 0.0
 
@@ -324,11 +324,11 @@ class Pipeline:
     def _run(self, request: SynthesisRequest, job: SynthesisJob) -> Iterator[AudioChunk]:
         # The lock is held until the generator finishes or is closed: one take at a time.
         with self._lock:
-            t_start = time.perf_counter()
             timings = Timings()
             if not self.is_loaded:
                 self.load()
                 timings.load_s = self.last_load_s
+            t_start = time.perf_counter()  # total_s and the real-time factor exclude loading
             model, codec, tok = self.model, self.codec, self.tokenizer
             ref_codes, ref_text = self._reference(request, timings)
             segments = self.segments_of(request)

@@ -71,8 +71,11 @@ def test_quantized_types(make_tiny_model, quant):
     want = gguf.quants.dequantize(t.data, t.tensor_type)
     np.testing.assert_array_equal(q_file.array(name), want)
     np.testing.assert_array_equal(q_file.array(name), ref_file.array(name))
-    # The engine (float16 working weights for a non-f32 file) stays close to the float32
-    # engine on the exact dequantized weights. Measured: rel error <= 1.3e-3 (prefill logits).
+    # The engine (float16 working weights for a non-f32 file, bfloat16 GEMMs in the prefill)
+    # stays close to the float32 engine on the exact dequantized weights. Measured: rel error
+    # <= 1.3e-3 with float16 throughout, <= 5.9e-3 with the bfloat16 prefill. For scale, s2.cpp
+    # itself is 2.5% (rel) away from exact float32 on Q8_0 files (golden README), because it
+    # quantizes activations to 8 bits.
     mq, plan = load_dual_ar(q_path)
     mr, _ = load_dual_ar(ref_path)
     assert plan.dtype == torch.float16
@@ -85,7 +88,7 @@ def test_quantized_types(make_tiny_model, quant):
     tr = teacher_forced_trace(mr, PROMPT, codes, main)
     for name in ("slow_logits", "fast_logits"):
         rel = np.abs(tq[name] - tr[name]).max() / np.abs(tr[name]).max()
-        assert rel < 5e-3, (name, rel)
+        assert rel < 1e-2, (name, rel)
 
 
 @pytest.mark.parametrize("quant", ["q8_0", "bf16", "f16", "q4_k"])

@@ -53,6 +53,22 @@ def test_matches_the_command_line_generator(tiny, tmp_path):
             np.testing.assert_array_equal(ours_fields[key].parts[-1], field.parts[-1], err_msg=key)
 
 
+@pytest.mark.parametrize("case", ["tts_f32", "clone_f32_qknorm"])
+def test_layout_code_reproduces_the_golden_models_byte_for_byte(case, tmp_path):
+    """The golden models (the ones s2.cpp ran) came from this layout code: it must not drift."""
+    import hashlib
+    import json
+    import shlex
+
+    golden = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden" / case
+    model = json.loads((golden / "case.json").read_text())["model"]
+    args = shlex.split(model["generator_command"])[2:]  # drop "python tools/make_tiny_s2.py"
+    args[args.index("--tokenizer") + 1] = str(golden / "tokenizer.json")
+    args[args.index("--out") + 1] = str(tmp_path / "model.gguf")
+    subprocess.run([sys.executable, str(TOOLS / "make_tiny_s2.py"), *args], check=True, capture_output=True)
+    assert hashlib.sha256((tmp_path / "model.gguf").read_bytes()).hexdigest() == model["sha256"]
+
+
 def test_engine_loads_it_and_speaks_whole_frames(tiny):
     from s2studio.engine.generate import GenerationParams
     from s2studio.engine.pipeline import EngineSettings, Pipeline, SynthesisRequest

@@ -91,18 +91,12 @@ def run_decode(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     from s2studio.cli import add_log_level
+    from s2studio.cli.synth import add_codec_mode_options
 
     p.add_argument("-m", "--model", required=True, help="GGUF model file (the codec is its c.* tensors)")
     p.add_argument("-o", "--output", required=True, help="output file")
     p.add_argument("--device", default="cpu", help="engine device: cpu, cuda, cuda:N or mps (default cpu)")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--codec-auto", dest="codec_mode", action="store_const", const="auto",
-                   help="benchmark the codec on CPU and --device, keep the faster (default)")
-    g.add_argument("--codec-follow-backend", dest="codec_mode", action="store_const", const="follow",
-                   help="run the codec on --device without benchmarking")
-    g.add_argument("--codec-cpu", dest="codec_mode", action="store_const", const="cpu",
-                   help="always run the codec on the CPU")
-    p.set_defaults(codec_mode="auto")
+    add_codec_mode_options(p)
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores)")
     p.add_argument("--emulate-ggml", action="store_true",
                    help="round conv/matmul inputs to fp16 like s2.cpp's CPU backend (parity checks)")

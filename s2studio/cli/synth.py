@@ -29,6 +29,11 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "float16", "bfloat16"],
                    help="working dtype of the weights (auto: float32 for f32 files, else float16)")
     p.add_argument("-threads", "--threads", type=int, default=0, help="CPU threads (0 = all cores)")
+    add_codec_mode_options(p)
+
+
+def add_codec_mode_options(p: argparse.ArgumentParser) -> None:
+    """s2.cpp's three codec placement flags, stored as ``codec_mode``."""
     codec = p.add_mutually_exclusive_group()
     codec.add_argument("--codec-auto", dest="codec_mode", action="store_const", const="auto",
                        help="benchmark the codec on CPU and GPU once, keep the faster (default)")

@@ -196,7 +196,9 @@ def test_long_text_streams_segment_by_segment_and_segments_regenerate_exactly(tt
         seg = r.segments[k]
         assert again.segments[0].seed == seg.seed
         np.testing.assert_array_equal(again.segments[0].codes, seg.codes)
-        np.testing.assert_array_equal(again.audio, r.audio[seg.start_sample:seg.end_sample])
+        # Codes are identical; audio may differ in the last float bits (BLAS results depend
+        # on memory alignment), far below anything audible.
+        np.testing.assert_allclose(again.audio, r.audio[seg.start_sample:seg.end_sample], atol=1e-5, rtol=0)
 
 
 def test_speaker_markers_and_segments_out_of_range(tts):

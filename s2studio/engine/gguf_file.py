@@ -144,8 +144,8 @@ def scan_header(path: str, buf: mmap.mmap | bytes) -> tuple[dict[str, tuple[int,
     # Smallest possible entries: a KV is 8 (key len) + 4 (type) + 1; a tensor info is
     # 8 + 4 + 8 + 4 + 8. Counts that cannot fit in the file are corruption, not a reason to loop.
     if n_kv * 13 > len(buf) or n_tensors * 32 > len(buf):
-        raise ModelFileError(path, f"corrupt header: it claims {n_kv} metadata entries and {n_tensors} "
-                                   f"tensors, more than a {len(buf)}-byte file can hold")
+        raise ModelFileError(path, f"the file is damaged (corrupt header: {n_kv} metadata entries and "
+                                   f"{n_tensors} tensors cannot fit in {len(buf):,} bytes). Download it again.")
     meta: dict[str, tuple[int, Any]] = {}
     for _ in range(n_kv):
         key = cur.string("a metadata key")

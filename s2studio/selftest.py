@@ -77,7 +77,7 @@ def check_synthesis(work: Path) -> str:
 
     from s2studio.audio import read_audio, write_wav
     from s2studio.devtools.tiny_model import make_tiny_model
-    from s2studio.engine.generate import GenerationParams
+    from s2studio.engine.params import GenerationParams
     from s2studio.engine.pipeline import EngineSettings, Pipeline, SynthesisRequest
 
     tiny = make_tiny_model(work / "model")

@@ -27,16 +27,17 @@ from PySide6.QtWidgets import (
 from s2studio.app import paths
 from s2studio.app.audio_service import AudioService
 from s2studio.app.requests import (
-    EngineConfig,
     FinishedTake,
     GenerateRequest,
     LoadInfo,
     LoadRequest,
-    SamplingConfig,
     SaveVoiceRequest,
     WorkerError,
+    engine_settings,
+    generation_params,
 )
 from s2studio.app.settings import AppSettings, save_settings
+from s2studio.engine.pipeline import EngineSettings
 from s2studio.app.widgets.error_banner import Banner
 from s2studio.app.widgets.output_panel import OutputPanel, Take
 from s2studio.app.widgets.progress_bar import GenerateBar
@@ -228,8 +229,8 @@ class MainWindow(QMainWindow):
         return f"Codec on {self.load_info.codec_device}: {self.load_info.codec_reason}"
 
     # ---- model / generation -------------------------------------------------------------------
-    def engine_config(self) -> EngineConfig:
-        return EngineConfig.from_settings(self.settings)
+    def engine_config(self) -> EngineSettings:
+        return engine_settings(self.settings)
 
     def load_model_now(self) -> None:
         if not self.settings.model_path:
@@ -251,7 +252,7 @@ class MainWindow(QMainWindow):
         return GenerateRequest(
             engine=self.engine_config(), text=text, voice_id=choice.voice_id,
             reference_audio=choice.samples if choice.kind == "reference" else None,
-            reference_text=choice.transcript, sampling=SamplingConfig.from_settings(s),
+            reference_text=choice.transcript, sampling=generation_params(s),
             segmentation=s.segmentation_enabled, segment_max_chars=s.segment_max_chars, pause_ms=s.pause_ms,
             trim_silence=s.trim_silence, normalize=s.normalize, dynamic_normalize=s.dynamic_normalize,
             voice_label=choice.label)

@@ -1,7 +1,8 @@
 """Messages between the window and the inference worker: plain, immutable dataclasses.
 
-They hold only Python/numpy values, so building one never imports torch; the worker turns
-them into the engine's ``EngineSettings``/``SynthesisRequest`` on its own thread. Each request
+They hold the engine's own torch-free value types (``EngineSettings``, ``GenerationParams``)
+plus what only the app needs, so building one never imports torch; the worker turns them into
+a ``SynthesisRequest`` on its own thread. Each request
 records when it was made, so a Stop pressed before the worker even picked it up still
 cancels it (see ``InferenceWorker.cancel``).
 """
@@ -14,51 +15,37 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from s2studio.app.settings import AppSettings
+from s2studio.engine.params import GenerationParams
+from s2studio.engine.pipeline import EngineSettings
 
 
-@dataclass(frozen=True)
-class EngineConfig:
-    model_path: str
-    tokenizer_path: str = ""
-    tokenizer_mode: str = "hf"
-    device: str = "cpu"
-    gpu_layers: int = -1
-    threads: int = 0
-    codec_mode: str = "auto"
-
-    @classmethod
-    def from_settings(cls, s: AppSettings) -> "EngineConfig":
-        return cls(s.model_path, s.tokenizer_path, s.tokenizer_mode, s.device, s.gpu_layers, s.threads,
-                   s.codec_mode)
+def engine_settings(s: AppSettings) -> EngineSettings:
+    """What the worker's pipeline should load, from the app's settings."""
+    return EngineSettings(model_path=s.model_path, tokenizer_path=s.tokenizer_path or None,
+                          tokenizer_mode=s.tokenizer_mode, device=s.device, gpu_layers=s.gpu_layers,
+                          threads=s.threads, codec_mode=s.codec_mode)
 
 
-@dataclass(frozen=True)
-class SamplingConfig:
-    max_new_tokens: int = 1024
-    temperature: float = 0.8
-    top_p: float = 0.8
-    top_k: int = 30
-    seed: int | None = None  # None: the engine draws one (reported in the result)
-
-    @classmethod
-    def from_settings(cls, s: AppSettings) -> "SamplingConfig":
-        return cls(s.max_new_tokens, s.temperature, s.top_p, s.top_k, s.seed if s.seed_locked else None)
+def generation_params(s: AppSettings) -> GenerationParams:
+    """Sampling for one take; an unlocked seed lets the engine draw one (reported in the result)."""
+    return GenerationParams(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
+                            top_k=s.top_k, seed=s.seed if s.seed_locked else None)
 
 
 @dataclass(frozen=True)
 class LoadRequest:
-    engine: EngineConfig
+    engine: EngineSettings
     created: float = field(default_factory=time.monotonic)
 
 
 @dataclass(frozen=True, eq=False)
 class GenerateRequest:
-    engine: EngineConfig
+    engine: EngineSettings
     text: str
     voice_id: str | None = None
     reference_audio: np.ndarray | None = None  # mono float32, 44.1 kHz
     reference_text: str = ""
-    sampling: SamplingConfig = SamplingConfig()
+    sampling: GenerationParams = GenerationParams()
     segmentation: bool = True
     segment_max_chars: int = 0
     pause_ms: int = 180
@@ -72,7 +59,7 @@ class GenerateRequest:
 
 @dataclass(frozen=True, eq=False)
 class SaveVoiceRequest:
-    engine: EngineConfig
+    engine: EngineSettings
     samples: np.ndarray  # mono float32, 44.1 kHz, already trimmed to the kept region
     transcript: str
     name: str

@@ -22,7 +22,6 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from s2studio.app import paths
 from s2studio.app.requests import (
-    EngineConfig,
     FinishedTake,
     GenerateRequest,
     GenerationProgress,
@@ -32,6 +31,7 @@ from s2studio.app.requests import (
     WorkerError,
 )
 from s2studio.engine.errors import S2Error
+from s2studio.engine.pipeline import EngineSettings
 
 log = logging.getLogger(__name__)
 
@@ -105,17 +105,13 @@ class InferenceWorker(QObject):
                 self._job = None
             self.busy_changed.emit(False)
 
-    def _ensure_loaded(self, config: EngineConfig):
-        from s2studio.engine.pipeline import EngineSettings, Pipeline
+    def _ensure_loaded(self, settings: EngineSettings):
+        from s2studio.engine.pipeline import Pipeline
         from s2studio.engine.voices import VoiceLibrary
 
-        if not config.model_path:
+        if not settings.model_path:
             raise _input_error("No model file is chosen yet. Open Settings (or the welcome page) and pick the "
                                "S2 Pro .gguf file.")
-        settings = EngineSettings(model_path=config.model_path, tokenizer_path=config.tokenizer_path or None,
-                                  tokenizer_mode=config.tokenizer_mode, device=config.device,
-                                  gpu_layers=config.gpu_layers, threads=config.threads,
-                                  codec_mode=config.codec_mode)
         if self._pipeline is None:
             self._pipeline = Pipeline(settings, voices=VoiceLibrary(self._voices_folder))
         else:
@@ -145,21 +141,18 @@ class InferenceWorker(QObject):
         return self._pipeline
 
     def _generate(self, request: GenerateRequest) -> None:
-        from s2studio.engine.generate import GenerationParams
         from s2studio.engine.pipeline import PostProcess, Segmentation, SynthesisRequest
 
         pipeline = self._ensure_loaded(request.engine)
         if self._is_cancelled(request):
             self.cancelled.emit()
             return
-        s = request.sampling
         synthesis = SynthesisRequest(
             text=request.text,
             voice=request.voice_id,
             reference_audio=request.reference_audio,
             reference_text=request.reference_text or None,
-            generation=GenerationParams(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p,
-                                        top_k=s.top_k, seed=s.seed),
+            generation=request.sampling,
             segmentation=Segmentation(enabled=request.segmentation, max_chars=request.segment_max_chars,
                                       pause_ms=request.pause_ms),
             postprocess=PostProcess(trim_silence=request.trim_silence, normalize=request.normalize,

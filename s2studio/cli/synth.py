@@ -76,7 +76,7 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
 
 
 def generation_params(args: argparse.Namespace):
-    from s2studio.engine.generate import GenerationParams
+    from s2studio.engine.params import GenerationParams
 
     return GenerationParams(max_new_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
                             top_k=args.top_k, min_tokens_before_end=max(args.min_tokens_before_end, 0),

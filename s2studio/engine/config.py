@@ -59,11 +59,9 @@ class ModelConfig:
 class _MetaReader:
     def __init__(self, f: GGUFFile):
         self.f = f
-        self.defaults_used: list[str] = []
 
     def get(self, key: str, default: Any, want: int) -> Any:
         if self.f.meta_type(key) is None:
-            self.defaults_used.append(key)
             log.warning("%s: metadata key '%s' is missing; using s2.cpp's default %r", self.f.path, key, default)
             return default
         vtype, value = self.f.meta_type(key), self.f.meta(key)

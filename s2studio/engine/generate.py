@@ -18,7 +18,7 @@ import logging
 import random
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -26,27 +26,10 @@ import torch
 
 from .dual_ar import DualAR
 from .errors import InputError
+from .params import GenerationParams
 from .sampler import RAS_TEMPERATURE, RAS_TOP_P, RepetitionWindow, sample_token
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class GenerationParams:
-    max_new_tokens: int = 1024
-    temperature: float = 0.8
-    top_p: float = 0.8
-    top_k: int = 30
-    min_tokens_before_end: int = 0
-    ras: bool = True
-    seed: int | None = None
-
-    def validated(self) -> "GenerationParams":
-        if self.max_new_tokens < 1:
-            raise InputError(f"max_new_tokens must be at least 1, not {self.max_new_tokens}")
-        if self.temperature < 0 or self.top_p < 0 or self.top_k < 0 or self.min_tokens_before_end < 0:
-            raise InputError("temperature, top_p, top_k and min_tokens_before_end must not be negative")
-        return self
 
 
 @dataclass(frozen=True)
@@ -64,7 +47,6 @@ class GenerationStats:
     slow_s: float = 0.0  # Slow-AR steps after prefill, including the head
     fast_s: float = 0.0  # Fast-AR incl. its sampling
     stop_reason: str = ""  # "end" | "max_tokens" | "cancelled"
-    frame_times: list[float] = field(default_factory=list)
 
     @property
     def ms_per_frame(self) -> float:
@@ -114,7 +96,6 @@ def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams,
         if main == im_end_id:
             st.stop_reason = "end"
             break
-        t_frame = time.perf_counter()
         if params.ras and T > 0 and main in window:  # main is semantic here
             main = sample_main(hidden, step, RAS_TEMPERATURE, RAS_TOP_P)
             if main == im_end_id:
@@ -132,7 +113,6 @@ def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams,
         t_done = time.perf_counter()
         st.fast_s += t_done - t_fast
         st.frames += 1
-        st.frame_times.append(t_done - t_frame)
         yield Frame(step, codes)
         if cancelled():
             st.stop_reason = "cancelled"

@@ -6,6 +6,9 @@ settings change requires, and ``synthesize(request)`` returns a ``SynthesisJob``
 get audio chunks as soon as the incremental decoder produces them; afterwards ``job.result``
 holds the whole take (codes, audio, timings, seed). ``job.cancel()`` — from any thread — stops
 it at the next frame boundary and leaves the pipeline ready for the next request.
+
+Importing this module does not import torch (the engine parts load on first use), so a UI can
+build ``EngineSettings`` and ``SynthesisRequest`` values before the model is ever touched.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .errors import GenerationError, InputError
-from .generate import GenerationParams, GenerationStats, generate_frames
+from .params import GenerationParams
 
 log = logging.getLogger(__name__)
 
@@ -322,6 +325,8 @@ class Pipeline:
         return SynthesisJob(lambda job: self._run(request, job))
 
     def _run(self, request: SynthesisRequest, job: SynthesisJob) -> Iterator[AudioChunk]:
+        from .generate import GenerationStats, generate_frames
+
         # The lock is held until the generator finishes or is closed: one take at a time.
         with self._lock:
             timings = Timings()

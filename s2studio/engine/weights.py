@@ -79,7 +79,7 @@ class _Binder:
         return t
 
 
-def _bind_stack(bind: _Binder, prefix: str, cfg: TransformerConfig, in_dim: int,
+def _bind_stack(bind: _Binder, prefix: str, cfg: TransformerConfig,
                 layer_devices: list[torch.device], norm_device: torch.device) -> StackWeights:
     d, hd = cfg.dim, cfg.head_dim
     qkv_rows = (cfg.n_head + 2 * cfg.n_kv_head) * hd
@@ -116,11 +116,11 @@ def load_weights(f: GGUFFile, cfg: ModelConfig, *, dtype: torch.dtype,
     s = cfg.slow
     emb = bind("embeddings.weight", (cfg.vocab_size, s.dim), head_device)
     cb = bind("codebook_embeddings.weight", (cfg.num_codebooks * cfg.codebook_size, s.dim), head_device)
-    slow = _bind_stack(bind, "layers.", s, s.dim, slow_layer_devices, head_device)
+    slow = _bind_stack(bind, "layers.", s, slow_layer_devices, head_device)
     fast = fast_emb = fast_out = proj = None
     if cfg.fast is not None:
         fc = cfg.fast
-        fast = _bind_stack(bind, "fast_layers.", fc, fc.dim, [fast_device] * fc.n_layer, fast_device)
+        fast = _bind_stack(bind, "fast_layers.", fc, [fast_device] * fc.n_layer, fast_device)
         fast_emb = bind("fast_embeddings.weight", (cfg.codebook_size, fc.dim), fast_device)
         fast_out = bind("fast_output.weight", (cfg.codebook_size, fc.dim), fast_device)
         if cfg.fast_project_in:

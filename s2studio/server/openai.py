@@ -11,7 +11,7 @@ body as extensions (``max_new_tokens``, ``temperature``, ``top_p``, ``top_k``,
 
 from __future__ import annotations
 
-from s2studio.engine.generate import GenerationParams
+from s2studio.engine.params import GenerationParams
 from s2studio.server.params import BadRequest, GenerateSpec, apply_params, as_float, as_str
 from s2studio.server.responses import AudioOutput
 

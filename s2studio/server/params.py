@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from s2studio.engine.generate import GenerationParams
+from s2studio.engine.params import GenerationParams
 from s2studio.engine.pipeline import PostProcess, Segmentation
 
 TEXT_FIELD = "text"

@@ -70,7 +70,7 @@ def test_layout_code_reproduces_the_golden_models_byte_for_byte(case, tmp_path):
 
 
 def test_engine_loads_it_and_speaks_whole_frames(tiny):
-    from s2studio.engine.generate import GenerationParams
+    from s2studio.engine.params import GenerationParams
     from s2studio.engine.pipeline import EngineSettings, Pipeline, SynthesisRequest
 
     pipeline = Pipeline(EngineSettings(str(tiny.model_path), str(tiny.tokenizer_path), codec_mode="cpu"))

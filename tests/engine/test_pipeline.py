@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from s2studio.engine.errors import InputError, TokenizerError
-from s2studio.engine.generate import GenerationParams
+from s2studio.engine.params import GenerationParams
 from s2studio.engine.pipeline import EngineSettings, Pipeline, PostProcess, SynthesisRequest
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden"

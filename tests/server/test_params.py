@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from s2studio.engine.generate import GenerationParams
+from s2studio.engine.params import GenerationParams
 from s2studio.server.app import output_for, postprocess_for
 from s2studio.server.params import BadRequest, parse_generate_form
 

@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from s2studio.engine.generate import GenerationParams, GenerationStats, generate_frames  # noqa: E402
 from s2studio.engine.loader import load_dual_ar  # noqa: E402
+from s2studio.engine.qmatrix import QuantMatrix  # noqa: E402
 from s2studio.engine.threads import set_threads  # noqa: E402
 
 
@@ -80,18 +81,26 @@ def ensure_model(kind: str, cache_dir: pathlib.Path) -> pathlib.Path:
 def weight_bytes_per_frame(model) -> dict[str, int]:
     """Bytes of working weights one frame must read: the Slow-AR step (layers + the sampled
     head rows) and 9 Fast-AR positions (layers + fast head)."""
-    def nbytes(t):
-        return t.numel() * t.element_size()
+    def nbytes(t):  # a torch tensor, or a QuantMatrix (the GGUF blocks themselves)
+        return t.nbytes if isinstance(t, QuantMatrix) else t.numel() * t.element_size()
 
     def stack(s):
         return sum(nbytes(getattr(lw, n)) for lw in s.layers for n in ("wqkv", "wo", "w1", "w2", "w3"))
 
     c = model.cfg
-    head = (c.codebook_size + 1) * c.slow.dim * model.w.embeddings.element_size()
+    emb = model.w.embeddings  # the sampled head rows are float16 when the table is quantized
+    head = (c.codebook_size + 1) * c.slow.dim * (2 if isinstance(emb, QuantMatrix) else emb.element_size())
     slow = stack(model.w.slow) + head
     fast_call = stack(model.w.fast) + nbytes(model.w.fast_output)
     return {"slow_step": slow, "fast_frame": (c.num_codebooks - 1) * fast_call,
             "frame": slow + (c.num_codebooks - 1) * fast_call}
+
+
+def weight_format(model, plan) -> str:
+    w = model.w.slow.layers[-1].w1
+    if isinstance(w, QuantMatrix):
+        return f"{w.type_name} kept quantized (CPU kernels)"
+    return str(plan.dtype).replace("torch.", "")
 
 
 def make_prompt(model, n_tokens: int) -> np.ndarray:
@@ -143,7 +152,8 @@ def main(argv=None) -> int:
     wb = weight_bytes_per_frame(model)
     floor = {k: v / (bw * 1e9) * 1000 for k, v in wb.items()}
     out = {
-        "model": str(path), "dtype": str(plan.dtype).replace("torch.", ""), "device": a.device,
+        "model": str(path), "device": a.device,
+        "weights": weight_format(model, plan),
         "threads": threads, "bandwidth_GBps": round(bw, 2),
         "load_s": round(load_s, 2), "prompt_tokens": a.prompt_tokens,
         "prefill_ms": round(1000 * st.prefill_s, 1), "frames": st.frames,

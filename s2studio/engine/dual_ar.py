@@ -13,6 +13,7 @@ import torch
 
 from .config import ModelConfig
 from .transformer import KVCache, RopeTable, linear, rms_norm, stack_forward
+from .qmatrix import QuantMatrix
 from .weights import DualARWeights
 
 
@@ -94,7 +95,10 @@ class DualAR:
             ids = torch.cat((torch.arange(c.semantic_begin_id, c.semantic_end_id + 1),
                              torch.tensor([im_end_id])))
             self._head_ids = ids
-            self._head_rows = self.w.embeddings[ids.to(self.head_device)].contiguous()
+            rows = self.w.embeddings[ids.to(self.head_device)]
+            if isinstance(self.w.embeddings, QuantMatrix):
+                rows = rows.half()  # the same rounding as the float16 path; half the bytes
+            self._head_rows = rows.contiguous()
         return self._head_ids
 
     @torch.no_grad()

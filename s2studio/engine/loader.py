@@ -33,7 +33,21 @@ def load_dual_ar(path: str | os.PathLike[str], *, device: str = "cpu", gpu_layer
     log.info("placement: %d/%d Slow-AR layers on %s, Fast-AR on %s, weights %s",
              plan.gpu_layer_count, cfg.slow.n_layer, plan.layer_devices[0] if plan.gpu_layer_count else "cpu",
              plan.fast_device, str(plan.dtype).replace("torch.", ""))
+    quantized_types: frozenset[str] = frozenset()
+    if plan.quantized and plan.gpu_layer_count < cfg.slow.n_layer:
+        from . import qkernels
+        from .qmatrix import supported_types
+
+        if qkernels.available():
+            quantized_types = frozenset(supported_types())
+        else:
+            log.warning("quantized CPU kernels unavailable (%s): dequantizing the weights to %s, which "
+                        "takes about twice the memory", qkernels.IMPORT_ERROR, str(plan.dtype).replace("torch.", ""))
+    kept = sorted({i.type_name for n, i in f.tensors.items() if i.type_name in quantized_types})
+    if kept:
+        log.info("CPU weights kept quantized: %s", ", ".join(kept))
     weights = load_weights(f, cfg, dtype=plan.dtype, slow_layer_devices=list(plan.layer_devices),
-                           head_device=plan.head_device, fast_device=plan.fast_device, progress=progress)
+                           head_device=plan.head_device, fast_device=plan.fast_device, progress=progress,
+                           quantized_types=quantized_types)
     round_f16 = kv_round_f16 if kv_round_f16 is not None else True
     return DualAR(cfg, weights, kv_round_f16=round_f16), plan

@@ -23,7 +23,10 @@ class Placement:
     layer_devices: tuple[str, ...]  # one per Slow-AR layer
     head_device: str  # embeddings (tied head), codebook embeddings, final norm
     fast_device: str
-    dtype: torch.dtype  # working dtype of the weights
+    dtype: torch.dtype  # working dtype of the weights that are not kept quantized
+    # CPU parts keep quantized GGUF blocks (Q8_0, K-quants) and compute on them (qkernels),
+    # when a kernel exists for the block type; everything else is dequantized to ``dtype``.
+    quantized: bool = False
 
     @property
     def uses_gpu(self) -> bool:
@@ -50,17 +53,20 @@ def choose_dtype(device: str, weights_are_f32: bool, requested: str = "auto") ->
     """Working dtype for the weights.
 
     auto: float32 when the file itself stores float32 weights (test and reference models:
-    exact parity), otherwise float16. ggml multiplies F16 weights with fp16-rounded
+    exact parity), otherwise float16 (and quantized blocks stay quantized on the CPU, see
+    ``plan_placement``). ``quantized`` is auto without the float32 case. ggml multiplies F16 weights with fp16-rounded
     activations too, so f16 loses nothing against s2.cpp; on CPU torch's f16 GEMV is also
     faster than bf16 here (perf-anchor notes). The residual stream always stays float32.
     """
     table = {"float32": torch.float32, "f32": torch.float32, "float16": torch.float16,
              "f16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+    if requested == "quantized":
+        return torch.float16
     if requested != "auto":
         try:
             return table[requested]
         except KeyError:
-            raise InputError(f"Unknown dtype '{requested}'. Use auto, float32, float16 or bfloat16.") from None
+            raise InputError(f"Unknown dtype '{requested}'. Use auto, quantized, float32, float16 or bfloat16.") from None
     return torch.float32 if weights_are_f32 else torch.float16
 
 
@@ -77,7 +83,10 @@ def plan_placement(device: str, gpu_layers: int, n_layers: int, *, weights_are_f
         n_gpu = n_layers if gpu_layers == -1 else min(gpu_layers, n_layers)
     layers = tuple(dev if i < n_gpu else "cpu" for i in range(n_layers))
     gpu_side = dev if n_gpu > 0 else "cpu"
-    return Placement(layers, gpu_side, gpu_side, choose_dtype(gpu_side, weights_are_f32, dtype))
+    # auto keeps quantized blocks on the CPU: resident memory stays at the file's size and the
+    # quantized GEMV reads half the bytes of a float16 copy (docs/performance.md).
+    quantized = dtype == "quantized" or (dtype == "auto" and not weights_are_f32)
+    return Placement(layers, gpu_side, gpu_side, choose_dtype(gpu_side, weights_are_f32, dtype), quantized)
 
 
 def available_devices() -> list[tuple[str, str]]:

@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 
 from .config import TransformerConfig
-from .weights import LayerWeights, StackWeights
+from .qmatrix import QuantMatrix
+from .weights import LayerWeights, StackWeights, Weight
 
 
 # From this many rows on (prefill), a CPU matmul with 16-bit weights runs in bfloat16: torch's
@@ -31,9 +32,11 @@ from .weights import LayerWeights, StackWeights
 CPU_PREFILL_MIN_ROWS = 16
 
 
-def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def linear(x: torch.Tensor, w: Weight) -> torch.Tensor:
     """y = x·wᵀ in the weight's dtype on the weight's device, returned as float32."""
     x = x.to(w.device)
+    if isinstance(w, QuantMatrix):
+        return w.matmul_t(x)
     if w.dtype == torch.float16 and w.device.type == "cpu" and x.shape[0] >= CPU_PREFILL_MIN_ROWS:
         return F.linear(x.to(torch.bfloat16), w.to(torch.bfloat16)).float()
     return F.linear(x.to(w.dtype), w).float()

@@ -1,7 +1,9 @@
 """Bind the Dual-AR transformer tensors of a GGUF file by name, with shape checks.
 
-Tensors are dequantized once at load (``gguf.quants``) and held as torch tensors in the
-working dtype on the device the placement plan gives each part. The input embedding and the
+Matrices on the CPU whose block type has a kernel (``qkernels``: Q8_0, K-quants) stay in the
+file's blocks as ``QuantMatrix`` views of the memory map, when the placement asks for it. The
+rest is dequantized once at load and held as torch tensors in the working dtype on the device
+the placement plan gives each part. The input embedding and the
 output head are one tensor (S2 ties them; s2.cpp ignores ``output.weight``), held once.
 """
 
@@ -16,6 +18,9 @@ import torch
 from .config import ModelConfig, TransformerConfig
 from .errors import ModelFileError
 from .gguf_file import GGUFFile
+from .qmatrix import QuantMatrix
+
+Weight = torch.Tensor | QuantMatrix
 
 log = logging.getLogger(__name__)
 
@@ -23,12 +28,12 @@ log = logging.getLogger(__name__)
 @dataclass
 class LayerWeights:
     attention_norm: torch.Tensor
-    wqkv: torch.Tensor
-    wo: torch.Tensor
+    wqkv: Weight
+    wo: Weight
     ffn_norm: torch.Tensor
-    w1: torch.Tensor  # gate (through SiLU)
-    w3: torch.Tensor  # up
-    w2: torch.Tensor  # down
+    w1: Weight  # gate (through SiLU)
+    w3: Weight  # up
+    w2: Weight  # down
     q_norm: torch.Tensor | None
     k_norm: torch.Tensor | None
 
@@ -46,33 +51,38 @@ class StackWeights:
 
 @dataclass
 class DualARWeights:
-    embeddings: torch.Tensor  # (vocab, dim); also the tied output head
-    codebook_embeddings: torch.Tensor  # (num_codebooks * codebook_size, dim)
+    embeddings: Weight  # (vocab, dim); also the tied output head
+    codebook_embeddings: Weight  # (num_codebooks * codebook_size, dim)
     slow: StackWeights
     fast: StackWeights | None
-    fast_embeddings: torch.Tensor | None  # (codebook_size, fast_dim)
-    fast_output: torch.Tensor | None  # (codebook_size, fast_dim)
-    fast_project_in: torch.Tensor | None  # (fast_dim, dim), no bias (as s2.cpp)
+    fast_embeddings: Weight | None  # (codebook_size, fast_dim)
+    fast_output: Weight | None  # (codebook_size, fast_dim)
+    fast_project_in: Weight | None  # (fast_dim, dim), no bias (as s2.cpp)
 
 
 class _Binder:
     """Loads tensors by name, checking shapes, converting to (dtype, device)."""
 
     def __init__(self, f: GGUFFile, dtype: torch.dtype, progress: Callable[[float], None] | None,
-                 total: int):
+                 total: int, quantized_types: frozenset[str] = frozenset()):
         self.f = f
+        self.quantized_types = quantized_types
         self.dtype = dtype
         self.progress = progress
         self.total = max(total, 1)
         self.done = 0
 
     def __call__(self, name: str, shape: tuple[int, ...], device: str | torch.device,
-                 dtype: torch.dtype | None = None) -> torch.Tensor:
+                 dtype: torch.dtype | None = None) -> Weight:
         info = self.f.info(name)
         if tuple(info.shape) != tuple(shape):
             raise ModelFileError(self.f.path, f"tensor '{name}' has shape {tuple(info.shape)}, expected "
                                               f"{tuple(shape)} for this model's metadata")
-        t = self.f.tensor(name, dtype or self.dtype, device)
+        if (len(shape) == 2 and dtype is None and info.type_name in self.quantized_types
+                and torch.device(device).type == "cpu"):
+            t = QuantMatrix(info.type_name, self.f.raw(name), shape)
+        else:
+            t = self.f.tensor(name, dtype or self.dtype, device)
         self.done += info.n_elements
         if self.progress is not None:
             self.progress(min(self.done / self.total, 1.0))
@@ -107,12 +117,14 @@ def _bind_stack(bind: _Binder, prefix: str, cfg: TransformerConfig,
 def load_weights(f: GGUFFile, cfg: ModelConfig, *, dtype: torch.dtype,
                  slow_layer_devices: list[torch.device], head_device: torch.device,
                  fast_device: torch.device,
-                 progress: Callable[[float], None] | None = None) -> DualARWeights:
-    """Bind every tensor the engine uses. ``progress`` gets the fraction of weights loaded."""
+                 progress: Callable[[float], None] | None = None,
+                 quantized_types: frozenset[str] = frozenset()) -> DualARWeights:
+    """Bind every tensor the engine uses. ``progress`` gets the fraction of weights loaded.
+    CPU matrices stored in one of ``quantized_types`` stay quantized."""
     if len(slow_layer_devices) != cfg.slow.n_layer:
         raise ValueError("one device per Slow-AR layer is required")
     total = sum(i.n_elements for n, i in f.tensors.items() if not n.startswith("c."))
-    bind = _Binder(f, dtype, progress, total)
+    bind = _Binder(f, dtype, progress, total, quantized_types)
     s = cfg.slow
     emb = bind("embeddings.weight", (cfg.vocab_size, s.dim), head_device)
     cb = bind("codebook_embeddings.weight", (cfg.num_codebooks * cfg.codebook_size, s.dim), head_device)

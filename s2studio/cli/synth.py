@@ -26,8 +26,9 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                    help="not available in the torch engine (use --cuda or --metal)")
     p.add_argument("-ngl", "--gpu-layers", type=int, default=-1,
                    help="Slow-AR layers on the GPU: -1 all (default), 0 none, N the first N")
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "float16", "bfloat16"],
-                   help="working dtype of the weights (auto: float32 for f32 files, else float16)")
+    p.add_argument("--dtype", default="auto", choices=["auto", "quantized", "float32", "float16", "bfloat16"],
+                   help="weights: auto (float32 files stay float32; quantized blocks stay quantized on the CPU, "
+                        "the rest float16), quantized, or dequantize everything to float32/float16/bfloat16")
     p.add_argument("-threads", "--threads", type=int, default=0, help="CPU threads (0 = all cores)")
     add_codec_mode_options(p)
 

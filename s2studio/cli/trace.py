@@ -48,7 +48,7 @@ def register(subparsers) -> None:
     p.add_argument("--main-tokens", required=True, help="int32 [F] Slow-AR tokens to feed (.npy)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
-    p.add_argument("--dtype", default="auto", help="weights dtype: auto, float32, float16, bfloat16")
+    p.add_argument("--dtype", default="auto", help="weights dtype: auto, quantized, float32, float16, bfloat16")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores)")
     p.add_argument("--no-kv-f16", action="store_true",
                    help="do not round the KV cache to fp16 (s2.cpp does)")

@@ -48,6 +48,16 @@ def test_dtype_choice():
         plan_placement("cpu", 0, 1, weights_are_f32=False, dtype="int3")
 
 
+def test_quantized_blocks_stay_quantized_unless_a_float_dtype_is_asked():
+    assert plan_placement("cpu", 0, 1, weights_are_f32=False).quantized
+    assert not plan_placement("cpu", 0, 1, weights_are_f32=True).quantized  # parity models
+    assert plan_placement("cpu", 0, 1, weights_are_f32=True, dtype="quantized").quantized
+    q = plan_placement("cpu", 0, 1, weights_are_f32=False, dtype="quantized")
+    assert q.quantized and q.dtype == torch.float16  # for whatever has no kernel
+    for dtype in ("float16", "bfloat16", "float32"):
+        assert not plan_placement("cpu", 0, 1, weights_are_f32=False, dtype=dtype).quantized
+
+
 def test_device_spelling():
     assert normalize_device("CUDA") == "cuda:0" and normalize_device("cuda:2") == "cuda:2"
     for bad in ("gpu", "cuda:x", "vulkan"):

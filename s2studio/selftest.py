@@ -30,7 +30,7 @@ REQUIRED_MODULES = (
     "PySide6.QtCore", "PySide6.QtGui", "PySide6.QtWidgets",
     "s2studio.audio", "s2studio.engine.pipeline", "s2studio.engine.codec", "s2studio.engine.voices",
     "s2studio.cli.synth", "s2studio.cli.codec_cmds", "s2studio.cli.voices_cmd", "s2studio.cli.trace",
-    "s2studio.cli.serve", "s2studio.devtools.tiny_model",
+    "s2studio.cli.serve", "s2studio.devtools.tiny_model", "numba", "llvmlite",
 )
 # Needed by one feature but not declared as a hard dependency: a bundle must carry them (its user
 # cannot pip install), a source checkout only gets a warning.
@@ -98,6 +98,33 @@ def check_synthesis(work: Path) -> str:
     return f"{expected / result.sample_rate:.2f} s of audio, {result.codes.shape[1]} frames, stop={result.stop_reason}"
 
 
+def check_quantized_kernels(work: Path) -> str:
+    """The numba kernels compile (llvmlite's LLVM is in the bundle) and compute a Q8_0 GEMV equal
+    to dequantize-then-matmul."""
+    import gguf
+    import numpy as np
+    import torch
+
+    from s2studio.engine import qkernels
+    from s2studio.engine.qmatrix import QuantMatrix, supported_types
+
+    if not qkernels.available():
+        raise AssertionError(f"numba is not usable: {qkernels.IMPORT_ERROR}")
+    rng = np.random.default_rng(0)
+    raw = gguf.quants.quantize(rng.standard_normal((40, 256)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+    want_w = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q8_0).astype(np.float64)
+    x = rng.standard_normal((2, 256)).astype(np.float32)
+    got = QuantMatrix("Q8_0", raw, (40, 256)).matmul_t(torch.from_numpy(x)).numpy()
+    want = x @ want_w.T
+    err = float(np.abs(got - want).max() / np.abs(want).max())
+    if err > 1e-5:
+        raise AssertionError(f"Q8_0 GEMV is off by {err:.2e} (relative)")
+    import numba
+
+    return (f"types {', '.join(sorted(supported_types()))}; numba {numba.__version__} "
+            f"({numba.threading_layer()} threads); GEMV rel. error {err:.1e}")
+
+
 def check_window(open_app: Callable[[list[str]], int], work: Path) -> str:
     """Run the real app start-up, close the window once it is shown, and require a clean exit."""
     if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
@@ -147,6 +174,7 @@ def run_self_test(open_app: Callable[[list[str]], int]) -> int:
         for var in APP_DIR_VARS:
             os.environ[var] = str(work / var.removeprefix("S2STUDIO_").removesuffix("_DIR").lower())
         steps = [("imports", check_imports), ("audio devices", check_audio_devices),
+                 ("quantized kernels", check_quantized_kernels),
                  ("synthesis", check_synthesis), ("window", lambda w: check_window(open_app, w))]
         try:
             for name, step in steps:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 
 import numpy as np
 
@@ -36,9 +35,10 @@ except Exception as exc:  # pragma: no cover - exercised only where numba is mis
     numba = None
     IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
 
-# Caching compiled code needs the .py source beside the module; a frozen bundle may only have
-# bytecode, and numba then refuses to cache (it would fail at the first call).
-_CACHE = not getattr(sys, "frozen", False) and os.environ.get("S2_NUMBA_CACHE", "1") != "0"
+# Caching compiled code (seconds saved per start) needs the .py source beside the module: the
+# bundle ships these two modules as source too (packaging/s2studio.spec); without the source
+# numba would refuse to cache and fail at the first call, so then we compile every start.
+_CACHE = os.path.isfile(__file__) and os.environ.get("S2_NUMBA_CACHE", "1") != "0"
 
 ROWS_PER_STEP = 8  # weight rows sharing one pass over the activations
 ROWS_PER_TASK = 32  # rows per parallel work item (a multiple of ROWS_PER_STEP)

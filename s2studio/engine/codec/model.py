@@ -27,7 +27,12 @@ Tensor = torch.Tensor
 
 # decode() runs at most this many frames through the network at once; longer inputs go through
 # the streaming decoder in chunks of this size. Same result (the codec is causal), bounded memory.
+# On the CPU, small chunks are also much faster: 16 frames keep the decoder's activations
+# (up to 96 ch x 32768 samples, 12 MB) near the caches and under glibc's mmap threshold, where
+# whole-utterance tensors are fresh mappings that page-fault on every op. Measured at full
+# size, 2 threads: 1.09 s per audio second in chunks of 16, 1.26 (8), 1.17 (32), 2.2 one-shot.
 DECODE_CHUNK_FRAMES = 256
+CPU_DECODE_CHUNK_FRAMES = 16
 # encoder() runs at most this many latent frames (x hop samples) at once; see encoder().
 ENCODE_CHUNK_FRAMES = 256
 
@@ -272,11 +277,11 @@ class Codec:
     def decode(self, codes: np.ndarray | Tensor) -> np.ndarray:
         """codes int [10, T] -> float32 waveform [spf·T] at ``sample_rate`` (full left context)."""
         c = self.clamp_codes(codes)
-        if c.shape[1] <= DECODE_CHUNK_FRAMES:
+        chunk = CPU_DECODE_CHUNK_FRAMES if self.device.type == "cpu" else DECODE_CHUNK_FRAMES
+        if c.shape[1] <= chunk:
             return self.decode_tensor(c).float().cpu().numpy()
         dec = self.stream_decoder()
-        return np.concatenate([dec.feed(c[:, a:a + DECODE_CHUNK_FRAMES])
-                               for a in range(0, c.shape[1], DECODE_CHUNK_FRAMES)])
+        return np.concatenate([dec.feed(c[:, a:a + chunk]) for a in range(0, c.shape[1], chunk)])
 
     def decode_windowed(self, codes: np.ndarray | Tensor, stride: int = 16, history: int | None = None) -> np.ndarray:
         """s2.cpp's offline windowed decode (spec §6.2), for bit-for-bit schedule parity.

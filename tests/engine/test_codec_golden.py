@@ -53,8 +53,9 @@ def test_decode_stages_match_s2cpp(case):
     assert max_abs(audio, gold) <= 1e-2
     rms_ratio = np.sqrt(np.mean((audio.astype(np.float64) - gold) ** 2)) / np.sqrt(np.mean(gold.astype(np.float64) ** 2))
     assert rms_ratio <= 5e-3
-    # The public decode() is the same computation.
-    np.testing.assert_allclose(c.decode(codes), audio, atol=1e-6)
+    # The public decode() is the same computation, in causal 16-frame chunks on the CPU: equal
+    # up to float32 summation order (the streaming bound, test_codec_streaming).
+    np.testing.assert_allclose(c.decode(codes), audio, atol=3e-6, rtol=0)
 
 
 @pytest.mark.parametrize("case", ["tts_f32", "clone_f32_qknorm"])
@@ -86,7 +87,7 @@ def test_windowed_decode_equals_golden_and_full_decode_for_short_input():
     # T = 44 <= 160: s2.cpp's windowed decode is one call, identical to the full decode.
     c = codec("codec_roundtrip")
     codes = dump("codec_roundtrip", "codec_dec_codes_in")
-    np.testing.assert_allclose(c.decode_windowed(codes), c.decode(codes), atol=1e-6)
+    np.testing.assert_allclose(c.decode_windowed(codes), c.decode(codes), atol=3e-6, rtol=0)  # decode() runs in chunks
     assert max_abs(c.decode_windowed(codes), dump("codec_roundtrip", "audio_full_decode")) <= 1e-2
 
 

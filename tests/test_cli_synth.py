@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 GOLDEN = pathlib.Path(__file__).resolve().parent / "data" / "golden"
@@ -35,6 +36,10 @@ def test_writes_playable_wav_and_codes(tmp_path):
                  "--log-level", "info", "-o", str(tmp_path / "m.wav"))
     metrics = [line for line in info.stderr.splitlines() if "[Metrics]" in line]
     assert len(metrics) == 1 and "ms_per_frame=" in metrics[0] and "peak_rss_mb=" in metrics[0], info.stderr
+    fields = dict(kv.split("=") for kv in metrics[0].split("] ", 1)[1].split())
+    # 3 frames, default stride 4: one codec chunk, and the first audio comes after the prefill.
+    assert float(fields["first_audio_ms"]) >= float(fields["prefill_ms"]) > 0
+    assert float(fields["chunk_ms"]) == pytest.approx(float(fields["codec_ms"]), abs=1)
     (tmp_path / "m.wav").unlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["codes.npy", "hello.wav"]  # no temp files
 

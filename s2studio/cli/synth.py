@@ -181,9 +181,10 @@ def run(args: argparse.Namespace) -> int:
     if args.codes_out:
         save_npy_atomic(args.codes_out, result.codes.astype(np.int32))
     t = result.timings
-    log.info("[Metrics] load_ms=%.0f prefill_ms=%.0f frames=%d ms_per_frame=%.1f codec_ms=%.0f rtf=%.3f "
-             "peak_rss_mb=%.0f", 1000 * t.load_s, 1000 * t.prefill_s, t.frames, t.ms_per_frame,
-             1000 * t.decode_s, t.real_time_factor, peak_rss_mb())
+    log.info("[Metrics] load_ms=%.0f prefill_ms=%.0f frames=%d ms_per_frame=%.1f codec_ms=%.0f "
+             "first_audio_ms=%.0f chunk_ms=%.1f rtf=%.3f peak_rss_mb=%.0f", 1000 * t.load_s, 1000 * t.prefill_s,
+             t.frames, t.ms_per_frame, 1000 * t.decode_s, 1000 * t.first_audio_s, t.ms_per_chunk,
+             t.real_time_factor, peak_rss_mb())
     print(f"wrote {args.output}: {t.audio_s:.2f} s of audio, {len(result.segments)} segment(s), {t.frames} frames "
           f"({result.stop_reason}), seed {result.seed}; {t.total_s:.1f} s total, prefill {t.prefill_s:.2f} s, "
           f"{t.ms_per_frame:.0f} ms/frame, codec {t.decode_s:.2f} s, real-time factor {t.real_time_factor:.2f}",

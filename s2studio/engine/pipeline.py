@@ -119,6 +119,12 @@ class Timings:
     total_s: float = 0.0  # synthesis, after loading (as s2.cpp's total_rtf)
     frames: int = 0
     audio_s: float = 0.0
+    first_audio_s: float = 0.0  # from the start of synthesis to the first decoded chunk
+    decode_chunks: int = 0  # codec calls (streaming chunks) that decode_s was spent on
+
+    @property
+    def ms_per_chunk(self) -> float:
+        return 1000.0 * self.decode_s / max(self.decode_chunks, 1)
 
     @property
     def ms_per_frame(self) -> float:
@@ -334,6 +340,12 @@ class Pipeline:
                 self.load()
                 timings.load_s = self.last_load_s
             t_start = time.perf_counter()  # total_s and the real-time factor exclude loading
+
+            def first(chunk: AudioChunk) -> AudioChunk:
+                if not timings.first_audio_s:
+                    timings.first_audio_s = time.perf_counter() - t_start
+                return chunk
+
             model, codec, tok = self.model, self.codec, self.tokenizer
             ref_codes, ref_text = self._reference(request, timings)
             segments = self.segments_of(request)
@@ -374,13 +386,13 @@ class Pipeline:
                     if job.cancel_event.is_set():
                         break  # Stop answers within one frame: no decode after a cancel
                     if len(pending) >= request.stream_stride:
-                        yield self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings)
+                        yield first(self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings))
                 if job.cancel_event.is_set():
                     stats.stop_reason = "cancelled"
                     del frames[len(frames) - len(pending):]  # keep codes and audio in step
                     pending.clear()
                 if pending:
-                    yield self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings)
+                    yield first(self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings))
                 timings.prefill_s += stats.prefill_s
                 timings.generate_s += stats.slow_s + stats.fast_s
                 timings.frames += stats.frames
@@ -446,6 +458,7 @@ class Pipeline:
         t = time.perf_counter()
         samples = decoder.feed(np.stack(pending, axis=1))
         timings.decode_s += time.perf_counter() - t
+        timings.decode_chunks += 1
         chunk = AudioChunk(samples, decoder.codec.sample_rate, segment, n_seg, len(frames) - len(pending),
                            len(pending))
         pieces.append(samples)

@@ -5,8 +5,9 @@
     python benchmarks/bench_engine.py --make full-q8_0          # build (once, cached) and time
     python benchmarks/bench_engine.py --make tiny               # seconds; checks the script runs
 
-Reports load time, prefill, Slow-AR ms/step and Fast-AR ms/frame (separately), peak RSS,
-and, measured in the same run, the streaming-read bandwidth of memory. A decode step must read
+Reports load time, prefill, Slow-AR ms/step and Fast-AR ms/frame (separately), the codec's
+cost per second of audio on the generated codes, time to first audio when streaming, the
+end-to-end real-time factor, peak RSS (and its ratio to the file size) and, measured in the same run, the streaming-read bandwidth of memory. A decode step must read
 every weight it uses once, so ``weight bytes per frame / bandwidth`` is a floor no engine can
 beat; the "x floor" columns say how far above it we are. Ratios within one run are what to
 compare across machines and commits, never absolute times.
@@ -96,6 +97,22 @@ def weight_bytes_per_frame(model) -> dict[str, int]:
             "frame": slow + (c.num_codebooks - 1) * fast_call}
 
 
+def codec_figures(path: pathlib.Path, codes: np.ndarray, stride: int) -> dict[str, float]:
+    """Decode the generated codes on the CPU (as the app does by default on a CPU machine):
+    the whole take at once, and the first streaming chunk of ``stride`` frames on its own."""
+    from s2studio.engine.codec import Codec
+
+    codec = Codec.from_gguf(path)
+    codec.decode(codes[:, :2])  # warm-up
+    t0 = time.perf_counter()
+    audio = codec.decode(codes)
+    decode_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    codec.stream_decoder().feed(codes[:, :stride])
+    first = time.perf_counter() - t0
+    return {"decode_s": decode_s, "audio_s": len(audio) / codec.sample_rate, "first_chunk_s": first}
+
+
 def weight_format(model, plan) -> str:
     w = model.w.slow.layers[-1].w1
     if isinstance(w, QuantMatrix):
@@ -113,6 +130,11 @@ def make_prompt(model, n_tokens: int) -> np.ndarray:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--bandwidth-only"]:
+        set_threads(int(argv[3]))
+        print(memory_bandwidth_gbps(float(argv[1])))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", help="GGUF file to time")
@@ -126,11 +148,16 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--bandwidth-gb", type=float, default=2.0, help="size of the bandwidth probe array")
     ap.add_argument("--json", action="store_true", help="print JSON only")
+    ap.add_argument("--stream-stride", type=int, default=4, help="frames per streaming chunk (time to first audio)")
+    ap.add_argument("--no-codec", action="store_true", help="skip the codec figures")
     a = ap.parse_args(argv)
 
     threads = set_threads(a.threads)
     path = pathlib.Path(a.model) if a.model else ensure_model(a.make, pathlib.Path(a.cache_dir))
-    bw = memory_bandwidth_gbps(a.bandwidth_gb)
+    # In a child process, so that the probe's array does not count in this process's peak RSS.
+    probe = subprocess.run([sys.executable, __file__, "--bandwidth-only", str(a.bandwidth_gb), "--threads",
+                            str(threads)], check=True, capture_output=True, text=True)
+    bw = float(probe.stdout.strip())
 
     t0 = time.perf_counter()
     model, plan = load_dual_ar(path, device=a.device, dtype=a.dtype)
@@ -144,8 +171,8 @@ def main(argv=None) -> int:
                              im_end_id=im_end):
         pass
     st = GenerationStats()
-    for _ in generate_frames(model, prompt, params, im_end_id=im_end, stats=st):
-        pass
+    frames = [f.codes for f in generate_frames(model, prompt, params, im_end_id=im_end, stats=st)]
+    codec = codec_figures(path, np.stack(frames, axis=1), a.stream_stride) if not a.no_codec else {}
     steps = max(st.frames - 1, 1)
     slow_ms = 1000 * st.slow_s / steps
     fast_ms = 1000 * st.fast_s / max(st.frames, 1)
@@ -167,7 +194,19 @@ def main(argv=None) -> int:
         "x_floor_slow": round(slow_ms / floor["slow_step"], 2),
         "x_floor_fast": round(fast_ms / floor["fast_frame"], 2),
         "peak_rss_GB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
+        "file_GB": round(path.stat().st_size / 1e9, 3),
+        "peak_rss_x_file": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1e3 / path.stat().st_size, 2),
     }
+    if codec:
+        audio_s = codec["audio_s"]
+        gen_s = st.prefill_s + st.frames * (slow_ms + fast_ms) / 1000
+        out.update({
+            "codec_ms_per_audio_s": round(1000 * codec["decode_s"] / audio_s, 1),
+            "codec_first_chunk_ms": round(1000 * codec["first_chunk_s"], 1),
+            "time_to_first_audio_ms": round(1000 * st.prefill_s + a.stream_stride * (slow_ms + fast_ms)
+                                            + 1000 * codec["first_chunk_s"], 1),
+            "end_to_end_rtf": round((gen_s + codec["decode_s"]) / audio_s, 3),
+        })
     if a.json:
         print(json.dumps(out))
     else:

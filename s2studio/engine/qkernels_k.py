@@ -1,6 +1,30 @@
 """K-quant CPU kernels (Q4_K, Q5_K, Q6_K ...), registered into ``qkernels.KERNELS``.
 
-Importing it must always succeed (no numba → registers nothing).
+Same contract as the Q8_0 kernels in ``qkernels`` (read its docstring first): each type gets a
+GEMV on the raw GGUF blocks with float32 activations, a bfloat16 dequantization for the prefill
+GEMM and a row gather; the values are exactly those of ``gguf.quants.dequantize``.
+
+GEMV structure (per group of 8 weight rows, one pass over the activations feeds all 8 rows):
+- the super-block scales of the 8 rows are decoded once per group, for all m: the packed 6-bit
+  scales/mins with 32-bit SWAR operations (ggml's ``utmp`` trick), the float16 ``d``/``dmin``
+  through the table, then one vectorized loop turns them into float32 ``d*sc`` and ``dmin*m``;
+- the inner loop over 16 or 32 weights is ``acc[k, j] += (d*sc)[k] * q[k, j] * x[j]`` with
+  constant trip counts (LLVM vectorizes over j, the 8 rows are unrolled);
+- the ``- dmin*m`` term of Q4_K/Q5_K/Q2_K never enters the inner loop: per sub-block it is
+  ``dmin*m * sum(x over the sub-block)``, and the sums of x are the same for every row, so it
+  is one dot product per row at the end;
+- the next group's rows are prefetched while the scales are decoded: the rows of one group
+  are short streams (1-2 KB) that the hardware prefetcher picks up too late.
+
+numba runs LLVM without the SLP vectorizer, so only loops are vectorized: short fixed loops
+(8 or 16 values) stay scalar, which is why the scale decoding is arranged as one long loop per
+row over all its blocks.
+
+The float arithmetic of the dequantized values (gather, dequant_bf16) is compiled without
+fastmath and in gguf-py's order, so they are bit-exact (every product there is exact anyway:
+an 11-bit float16 times small integers).
+
+Importing this module always succeeds; without numba it registers nothing.
 """
 
 from __future__ import annotations
@@ -11,23 +35,15 @@ from . import qkernels
 from .qkernels import _CACHE, _jit, numba
 
 if numba is not None:
-    from numba import njit, prange
-else:  # pragma: no cover
-    njit = None
-
-    def prange(*a):  # noqa: D103
-        return range(*a)
-
-
-if numba is not None:
     from llvmlite import ir as _ir
+    from numba import njit, prange
     from numba import types as _types
     from numba.core import cgutils as _cgutils
     from numba.extending import intrinsic as _intrinsic
 
     @_intrinsic
     def _prefetch(typingctx, arr, i, j):
-        """Software prefetch of ``arr[i, j]`` into all cache levels (``llvm.prefetch``)."""
+        """Software prefetch of ``arr[i, j]`` (``llvm.prefetch``, read, all cache levels)."""
         def codegen(context, builder, sig, args):
             aryty = sig.args[0]
             ary = context.make_array(aryty)(context, builder, args[0])
@@ -40,15 +56,37 @@ if numba is not None:
             return context.get_dummy_value()
         return _types.none(arr, i, j), codegen
 
+    @_intrinsic
+    def _stack_f32(typingctx, n):
+        """Pointer to ``n`` (a literal) float32 on the stack of the calling function.
 
-def _helper(fn):
+        The small per-task arrays of the inner loops (accumulators, the 8 rows' scales) live
+        there instead of on the heap: LLVM then knows they alias nothing else, vectorizes the
+        loops without run-time overlap checks and keeps no scalar fallback copy of them."""
+        if not isinstance(n, _types.IntegerLiteral):
+            return None
+        count = n.literal_value
+
+        def codegen(context, builder, sig, args):
+            with builder.goto_entry_block():
+                p = builder.alloca(_ir.ArrayType(_ir.FloatType(), count))
+                p.align = 64
+            zero = _ir.Constant(_ir.IntType(32), 0)
+            return builder.gep(p, [zero, zero])
+        return _types.CPointer(_types.float32)(n), codegen
+else:  # pragma: no cover - exercised only where numba is missing
+    njit = None
+    prange = range
+
+
+def _inline(fn):
     if numba is None:
         return None
-    return njit(fastmath=False, boundscheck=False, cache=_CACHE, nogil=True, inline="always")(fn)
+    return njit(boundscheck=False, cache=_CACHE, nogil=True, inline="always")(fn)
 
 
 def _jit_exact(fn):
-    """Parallel, without fastmath: the dequantized values must be bit-exact with gguf-py."""
+    """Parallel kernel without fastmath (bit-exact dequantized values)."""
     if numba is None:
         return None
     return njit(parallel=True, fastmath=False, boundscheck=False, cache=_CACHE, nogil=True)(fn)
@@ -60,7 +98,10 @@ def _njit_exact(fn):
     return njit(fastmath=False, boundscheck=False, cache=_CACHE, nogil=True)(fn)
 
 
+# ------------------------------------------------------------------------------ shared helpers
+
 def _bf16_row_py(buf, out, r):
+    """out[r] = bfloat16 bits of float32 ``buf`` (round to nearest even, as torch does)."""
     bits = buf.view(np.uint32)
     for c in range(out.shape[1]):
         u = bits[c]
@@ -69,31 +110,20 @@ def _bf16_row_py(buf, out, r):
 
 
 def _f16_py(raw, r, o, table):
+    """float32 value of the little-endian float16 at byte ``o`` of row ``r``."""
     return table[np.int64(raw[r, o]) | (np.int64(raw[r, o + 1]) << 8)]
 
 
-def _sub_sums_py(x, sub):
-    """Sums of x over each sub-block of ``sub`` elements: (m, cols // sub) float32."""
-    n = x.shape[1] // sub
-    s = np.empty((x.shape[0], n), np.float32)
-    for m in range(x.shape[0]):
-        for i in range(n):
-            a = np.float32(0)
-            for j in range(sub):
-                a += x[m, i * sub + j]
-            s[m, i] = a
-    return s
+def _splat2_py(d64, k, i, bits):
+    """Two copies of float32 ``bits`` packed in one uint64 store (half the scalar stores)."""
+    v = np.uint64(bits)
+    d64[k, i] = v | (v << np.uint64(32))
 
 
-_bf16_row = _helper(_bf16_row_py)
-_f16 = _helper(_f16_py)
-_sub_sums = _helper(_sub_sums_py)
+_bf16_row = _inline(_bf16_row_py)
+_f16 = _inline(_f16_py)
+_splat2 = _inline(_splat2_py)
 
-
-# ---------------------------------------------------------------- Q4_K
-# block_q4_K, 144 bytes: f16 d, f16 dmin, 12 bytes of packed 6-bit (scale, min) for 8
-# sub-blocks of 32, 128 bytes qs. Sub-block 2p+s is nibble s of qs[32p : 32p+32].
-# value = (d*sc) * q - (dmin*m).
 
 def _scale_min_k4_py(raw, r, o, j):
     """6-bit (scale, min) of sub-block j of the Q4_K/Q5_K block at byte ``o`` (get_scale_min_k4)."""
@@ -106,8 +136,65 @@ def _scale_min_k4_py(raw, r, o, j):
     return sc, mn
 
 
-_scale_min_k4 = _helper(_scale_min_k4_py)
+_scale_min_k4 = _inline(_scale_min_k4_py)
 
+
+def _k4_scales_py(words, r, w, sw, k, b):
+    """Unpack the 12 scale bytes of a Q4_K/Q5_K block (32-bit words w..w+2 of row r) into
+    sw[k, 4b:4b+4] = bytes sc0..sc7, m0..m7 (ggml's utmp shuffle)."""
+    u0 = words[r, w]
+    u1 = words[r, w + 1]
+    u2 = words[r, w + 2]
+    m6 = np.uint32(0x3F3F3F3F)
+    m4 = np.uint32(0x0F0F0F0F)
+    m2 = np.uint32(0x30303030)
+    sw[k, 4 * b] = u0 & m6
+    sw[k, 4 * b + 1] = (u2 & m4) | ((u0 >> np.uint32(2)) & m2)
+    sw[k, 4 * b + 2] = u1 & m6
+    sw[k, 4 * b + 3] = ((u2 >> np.uint32(4)) & m4) | ((u1 >> np.uint32(2)) & m2)
+
+
+_k4_scales = _inline(_k4_scales_py)
+
+
+def _sub_sums_k_py(x, nb):
+    """sxx[m, 16b + 8 + i] = sum of x[m] over sub-block i (32 values) of block b, zero at
+    16b + i: laid out like the decoded (d*sc x8, dmin*m x8) vector of each block, so that the
+    whole min term of a row is one dot product with it."""
+    sxx = np.zeros((x.shape[0], nb * 16), np.float32)
+    for m in range(x.shape[0]):
+        for b in range(nb):
+            for i in range(8):
+                a = np.float32(0)
+                for j in range(32):
+                    a += x[m, b * 256 + i * 32 + j]
+                sxx[m, b * 16 + 8 + i] = a
+    return sxx
+
+
+_sub_sums_k = _inline(_sub_sums_k_py)
+
+
+def _small_gemv_py(gather, raw, x, out, table):
+    """GEMV of a matrix of fewer than 8 rows: dequantized rows, plain dot products."""
+    rows = raw.shape[0]
+    buf = np.empty((rows, x.shape[1]), np.float32)
+    gather(raw, np.arange(rows), buf, table)
+    for m in range(x.shape[0]):
+        for r in range(rows):
+            a = np.float32(0)
+            for c in range(x.shape[1]):
+                a += buf[r, c] * x[m, c]
+            out[m, r] = a
+
+
+_small_gemv = _inline(_small_gemv_py)
+
+
+# ------------------------------------------------------------------------------ Q4_K
+# block_q4_K, 144 bytes: f16 d, f16 dmin, 12 bytes of 6-bit (scale, min) for 8 sub-blocks of
+# 32, 128 bytes qs; sub-block 2p+s is nibble s of qs[32p : 32p+32].
+# value = (d*sc) * q - dmin*m, q in [0, 15].
 
 def _q4_k_row_py(raw, r, buf, table):
     for b in range(buf.shape[0] // 256):
@@ -125,69 +212,60 @@ def _q4_k_row_py(raw, r, buf, table):
             y = b * 256 + p * 64
             for j in range(32):
                 v = raw[r, q + j]
-                buf[y + j] = d0 * np.float32(v & np.uint8(15)) - n0
-                buf[y + 32 + j] = d1 * np.float32(v >> np.uint8(4)) - n1
+                buf[y + j] = d0 * np.float32(np.uint8(v & np.uint8(15))) - n0
+                buf[y + 32 + j] = d1 * np.float32(np.uint8(v >> np.uint8(4))) - n1
 
 
-_q4_k_row = _helper(_q4_k_row_py)
+_q4_k_row = _inline(_q4_k_row_py)
 
 
 def _q4_k_gemv(raw, x, out, table):
     rows = raw.shape[0]
     n_x = x.shape[0]
     nb = x.shape[1] // 256
-    ns = nb * 8
     if rows < 8:  # too few rows for the 8-row kernel: dequantize them
-        buf = np.empty(x.shape[1], np.float32)
-        for r in range(rows):
-            _q4_k_row(raw, r, buf, table)
-            for m in range(n_x):
-                out[m, r] = np.sum(buf * x[m])
+        _small_gemv(q4_k_gather, raw, x, out, table)
         return
-    sx = _sub_sums(x, 32)
+    sxx = _sub_sums_k(x, nb)
     words = raw.view(np.uint32)
+    halves = raw.view(np.uint16)
+    bits = table.view(np.uint32)
     n_groups = (rows + 7) // 8
-    n_tasks = (n_groups + 3) // 4
-    for t in prange(n_tasks):
-        acc = np.empty((n_x, 8, 32), np.float32)
-        scl = np.empty((8, 8), np.float32)
-        mns = np.empty((8, ns), np.float32)
-        sw = np.empty((8, 4), np.uint32)
-        sb = sw.view(np.uint8)
-        d0 = np.empty(8, np.float32)
-        d1 = np.empty(8, np.float32)
+    for t in prange((n_groups + 3) // 4):
+        acc = numba.carray(_stack_f32(256), (8, 32))
+        sw = np.empty((8, nb * 4), np.uint32)
+        sb = sw.view(np.uint8)  # per block: sc0..sc7, m0..m7 (bytes)
+        dexp = np.empty((8, nb * 16), np.float32)  # per block: d x8, dmin x8
+        d64 = dexp.view(np.uint64)
+        fl = np.empty((8, nb * 16), np.float32)  # per block: d*sc x8, dmin*m x8
+        d0 = numba.carray(_stack_f32(8), 8)
+        d1 = numba.carray(_stack_f32(8), 8)
         for g in range(t * 4, min(n_groups, t * 4 + 4)):
             r0 = min(g * 8, rows - 8)  # the last group overlaps the previous one
             k0 = g * 8 - r0  # and writes only its own rows
-            acc[:] = 0
-            for b in range(nb):
-                for k in range(8):
-                    rn = min(r0 + 8 + k, rows - 1)  # the next group's rows, ahead of use
+            for k in range(8):
+                r = r0 + k
+                rn = min(r + 8, rows - 1)
+                for b in range(nb):
                     _prefetch(raw, rn, b * 144)
                     _prefetch(raw, rn, b * 144 + 64)
                     _prefetch(raw, rn, b * 144 + 128)
-                    w = b * 36 + 1
-                    u0 = words[r0 + k, w]
-                    u1 = words[r0 + k, w + 1]
-                    u2 = words[r0 + k, w + 2]
-                    s03 = u0 & np.uint32(0x3F3F3F3F)
-                    s47 = (u2 & np.uint32(0x0F0F0F0F)) | ((u0 >> np.uint32(2)) & np.uint32(0x30303030))
-                    m03 = u1 & np.uint32(0x3F3F3F3F)
-                    m47 = ((u2 >> np.uint32(4)) & np.uint32(0x0F0F0F0F)) | ((u1 >> np.uint32(2)) & np.uint32(0x30303030))
-                    d = _f16(raw, r0 + k, b * 144, table)
-                    dmin = _f16(raw, r0 + k, b * 144 + 2, table)
-                    sw[k, 0] = s03
-                    sw[k, 1] = s47
-                    sw[k, 2] = m03
-                    sw[k, 3] = m47
-                    for i in range(8):
-                        scl[k, i] = d * np.float32(sb[k, i])
-                        mns[k, b * 8 + i] = dmin * np.float32(sb[k, 8 + i])
-                for m in range(n_x):
+                    _k4_scales(words, r, b * 36 + 1, sw, k, b)
+                    hd = bits[halves[r, b * 72]]
+                    hm = bits[halves[r, b * 72 + 1]]
+                    for i in range(4):
+                        _splat2(d64, k, b * 8 + i, hd)
+                        _splat2(d64, k, b * 8 + 4 + i, hm)
+            for k in range(8):
+                for s in range(nb * 16):
+                    fl[k, s] = dexp[k, s] * np.float32(sb[k, s])
+            for m in range(n_x):
+                acc[:] = 0
+                for b in range(nb):
                     for p in range(4):
                         for k in range(8):
-                            d0[k] = scl[k, 2 * p]
-                            d1[k] = scl[k, 2 * p + 1]
+                            d0[k] = fl[k, b * 16 + 2 * p]
+                            d1[k] = fl[k, b * 16 + 2 * p + 1]
                         o = b * 144 + 16 + p * 32
                         xo = b * 256 + p * 64
                         for j in range(32):
@@ -195,22 +273,19 @@ def _q4_k_gemv(raw, x, out, table):
                             xh = x[m, xo + 32 + j]
                             for k in range(8):
                                 v = raw[r0 + k, o + j]
-                                acc[m, k, j] += (d0[k] * (np.float32(np.uint8(v & np.uint8(15))) * xl)
-                                                 + d1[k] * (np.float32(np.uint8(v >> np.uint8(4))) * xh))
-            for m in range(n_x):
+                                acc[k, j] += (d0[k] * (np.float32(np.uint8(v & np.uint8(15))) * xl)
+                                              + d1[k] * (np.float32(np.uint8(v >> np.uint8(4))) * xh))
                 for k in range(k0, 8):
                     mt = np.float32(0)
-                    for s in range(ns):
-                        mt += mns[k, s] * sx[m, s]
-                    out[m, r0 + k] = acc[m, k].sum() - mt
+                    for s in range(nb * 16):
+                        mt += fl[k, s] * sxx[m, s]
+                    out[m, r0 + k] = acc[k].sum() - mt
 
 
 def _q4_k_dequant_bf16(raw, out, table):
-    rows = raw.shape[0]
-    n_tasks = (rows + 15) // 16
-    for t in prange(n_tasks):
+    for t in prange((raw.shape[0] + 15) // 16):
         buf = np.empty(out.shape[1], np.float32)
-        for r in range(t * 16, min(rows, t * 16 + 16)):
+        for r in range(t * 16, min(raw.shape[0], t * 16 + 16)):
             _q4_k_row(raw, r, buf, table)
             _bf16_row(buf, out, r)
 
@@ -224,5 +299,306 @@ q4_k_gemv = _jit(_q4_k_gemv)
 q4_k_dequant_bf16 = _jit_exact(_q4_k_dequant_bf16)
 q4_k_gather = _njit_exact(_q4_k_gather)
 
+
+# ------------------------------------------------------------------------------ Q5_K
+# block_q5_K, 176 bytes: f16 d, f16 dmin, 12 bytes of 6-bit (scale, min) as in Q4_K, 32 bytes
+# qh, 128 bytes qs. Sub-block 2p+s: low 4 bits = nibble s of qs[32p : 32p+32], 5th bit = bit
+# 2p+s of qh[0:32]. value = (d*sc) * q - dmin*m, q in [0, 31].
+
+def _q5_k_row_py(raw, r, buf, table):
+    for b in range(buf.shape[0] // 256):
+        o = b * 176
+        d = _f16(raw, r, o, table)
+        dmin = _f16(raw, r, o + 2, table)
+        for p in range(4):
+            sc0, m0 = _scale_min_k4(raw, r, o, 2 * p)
+            sc1, m1 = _scale_min_k4(raw, r, o, 2 * p + 1)
+            d0 = d * np.float32(sc0)
+            d1 = d * np.float32(sc1)
+            n0 = dmin * np.float32(m0)
+            n1 = dmin * np.float32(m1)
+            q = o + 48 + p * 32
+            y = b * 256 + p * 64
+            s0 = np.uint8(2 * p)
+            s1 = np.uint8(2 * p + 1)
+            for j in range(32):
+                v = raw[r, q + j]
+                h = raw[r, o + 16 + j]
+                buf[y + j] = d0 * np.float32(np.uint8(
+                    (v & np.uint8(15)) | (((h >> s0) & np.uint8(1)) << np.uint8(4)))) - n0
+                buf[y + 32 + j] = d1 * np.float32(np.uint8(
+                    (v >> np.uint8(4)) | (((h >> s1) & np.uint8(1)) << np.uint8(4)))) - n1
+
+
+_q5_k_row = _inline(_q5_k_row_py)
+
+
+def _q5_k_step_py(raw, r, acc, k, o, oh, j, m0, m1, xl, xh, d0, d1):
+    """One weight row of the Q5_K GEMV inner loop (inlined 8 times, see _q6_k_step). The 5th
+    bits are tested with masks rather than shifted by 2p: a variable shift would make LLVM
+    widen the whole loop to 64-bit lanes."""
+    v = raw[r, o + j]
+    h = raw[r, oh + j]
+    lo = (v & np.uint8(15)) | (np.uint8(16) if np.uint8(h & m0) != np.uint8(0) else np.uint8(0))
+    hi = (v >> np.uint8(4)) | (np.uint8(16) if np.uint8(h & m1) != np.uint8(0) else np.uint8(0))
+    acc[k, j] += d0[k] * (np.float32(np.uint8(lo)) * xl) + d1[k] * (np.float32(np.uint8(hi)) * xh)
+
+
+_q5_k_step = _inline(_q5_k_step_py)
+
+
+def _q5_k_gemv(raw, x, out, table):
+    rows = raw.shape[0]
+    n_x = x.shape[0]
+    nb = x.shape[1] // 256
+    if rows < 8:  # too few rows for the 8-row kernel: dequantize them
+        _small_gemv(q5_k_gather, raw, x, out, table)
+        return
+    sxx = _sub_sums_k(x, nb)
+    words = raw.view(np.uint32)
+    halves = raw.view(np.uint16)
+    bits = table.view(np.uint32)
+    n_groups = (rows + 7) // 8
+    n_tasks = (n_groups + 3) // 4
+    for t in prange(n_tasks):
+        acc = numba.carray(_stack_f32(256), (8, 32))
+        sw = np.empty((8, nb * 4), np.uint32)
+        sb = sw.view(np.uint8)
+        dexp = np.empty((8, nb * 16), np.float32)
+        d64 = dexp.view(np.uint64)
+        fl = np.empty((8, nb * 16), np.float32)
+        d0 = numba.carray(_stack_f32(8), 8)
+        d1 = numba.carray(_stack_f32(8), 8)
+        for g in range(t * 4, min(n_groups, t * 4 + 4)):
+            r0 = min(g * 8, rows - 8)
+            k0 = g * 8 - r0
+            for k in range(8):
+                r = r0 + k
+                rn = min(r + 8, rows - 1)
+                for b in range(nb):
+                    _prefetch(raw, rn, b * 176)
+                    _prefetch(raw, rn, b * 176 + 64)
+                    _prefetch(raw, rn, b * 176 + 128)
+                    _k4_scales(words, r, b * 44 + 1, sw, k, b)
+                    hd = bits[halves[r, b * 88]]
+                    hm = bits[halves[r, b * 88 + 1]]
+                    for i in range(4):
+                        _splat2(d64, k, b * 8 + i, hd)
+                        _splat2(d64, k, b * 8 + 4 + i, hm)
+            for k in range(8):
+                for s in range(nb * 16):
+                    fl[k, s] = dexp[k, s] * np.float32(sb[k, s])
+            u0 = np.uint64(r0)
+            for m in range(n_x):
+                um = np.uint64(m)
+                acc[:] = 0
+                for b in range(nb):
+                    for p in range(4):
+                        for k in range(8):
+                            d0[k] = fl[k, b * 16 + 2 * p]
+                            d1[k] = fl[k, b * 16 + 2 * p + 1]
+                        o = np.uint64(b * 176 + 48 + p * 32)
+                        oh = np.uint64(b * 176 + 16)
+                        xo = np.uint64(b * 256 + p * 64)
+                        m0 = np.uint8(1 << (2 * p))
+                        m1 = np.uint8(2 << (2 * p))
+                        for j in range(np.uint64(32)):
+                            xl = x[um, xo + j]
+                            xh = x[um, xo + np.uint64(32) + j]
+                            _q5_k_step(raw, u0, acc, np.uint64(0), o, oh, j, m0, m1, xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(1), acc, np.uint64(1), o, oh, j, m0, m1, xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(2), acc, np.uint64(2), o, oh, j, m0, m1, xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(3), acc, np.uint64(3), o, oh, j, m0, m1, xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(4), acc, np.uint64(4), o, oh, j, m0, m1, xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(5), acc, np.uint64(5), o, oh, j, m0, m1, xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(6), acc, np.uint64(6), o, oh, j, m0, m1, xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(7), acc, np.uint64(7), o, oh, j, m0, m1, xl, xh, d0, d1)
+                for k in range(k0, 8):
+                    mt = np.float32(0)
+                    for s in range(nb * 16):
+                        mt += fl[k, s] * sxx[m, s]
+                    out[m, r0 + k] = acc[k].sum() - mt
+
+
+def _q5_k_dequant_bf16(raw, out, table):
+    rows = raw.shape[0]
+    n_tasks = (rows + 15) // 16
+    for t in prange(n_tasks):
+        buf = np.empty(out.shape[1], np.float32)
+        for r in range(t * 16, min(rows, t * 16 + 16)):
+            _q5_k_row(raw, r, buf, table)
+            _bf16_row(buf, out, r)
+
+
+def _q5_k_gather(raw, ids, out, table):
+    for i in range(ids.shape[0]):
+        _q5_k_row(raw, ids[i], out[i], table)
+
+
+q5_k_gemv = _jit(_q5_k_gemv)
+q5_k_dequant_bf16 = _jit_exact(_q5_k_dequant_bf16)
+q5_k_gather = _njit_exact(_q5_k_gather)
+
+
+# ------------------------------------------------------------------------------ Q6_K
+# block_q6_K, 210 bytes: 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8 scales
+# (sub-blocks of 16), f16 d. In each half h (128 values): value l + 32i (l < 32, i < 4) takes
+# nibble i//2 of ql[64h + l + 32(i%2)] and bits 2i..2i+1 of qh[32h + l], scale 8h + l//16 + 2i.
+# value = (d*sc) * (q - 32), q in [0, 63].
+
+def _q6_k_row_py(raw, r, buf, table):
+    for b in range(buf.shape[0] // 256):
+        o = b * 210
+        d = _f16(raw, r, o + 208, table)
+        for h in range(2):
+            for half in range(2):
+                s = o + 192 + h * 8 + half
+                c0 = d * np.float32(np.int8(raw[r, s]))
+                c1 = d * np.float32(np.int8(raw[r, s + 2]))
+                c2 = d * np.float32(np.int8(raw[r, s + 4]))
+                c3 = d * np.float32(np.int8(raw[r, s + 6]))
+                ql = o + h * 64 + half * 16
+                qh = o + 128 + h * 32 + half * 16
+                y = b * 256 + h * 128 + half * 16
+                for j in range(16):
+                    a = raw[r, ql + j]
+                    c = raw[r, ql + 32 + j]
+                    q = raw[r, qh + j]
+                    buf[y + j] = c0 * np.float32(np.int8(
+                        np.int64((a & np.uint8(15)) | ((q & np.uint8(3)) << np.uint8(4))) - 32))
+                    buf[y + 32 + j] = c1 * np.float32(np.int8(
+                        np.int64((c & np.uint8(15)) | (((q >> np.uint8(2)) & np.uint8(3)) << np.uint8(4))) - 32))
+                    buf[y + 64 + j] = c2 * np.float32(np.int8(
+                        np.int64((a >> np.uint8(4)) | (((q >> np.uint8(4)) & np.uint8(3)) << np.uint8(4))) - 32))
+                    buf[y + 96 + j] = c3 * np.float32(np.int8(
+                        np.int64((c >> np.uint8(4)) | ((q >> np.uint8(6)) << np.uint8(4))) - 32))
+
+
+_q6_k_row = _inline(_q6_k_row_py)
+
+
+def _q6_k_step_py(raw, r, acc, k, o1, oh, j, x0, x1, x2, x3, c0, c1, c2, c3):
+    """One weight row of the Q6_K GEMV inner loop (inlined 8 times: LLVM does not unroll a
+    loop over rows with a body this large, and would then vectorize across rows)."""
+    a = raw[r, o1 + j]
+    c = raw[r, o1 + np.uint64(32) + j]
+    q = raw[r, oh + j]
+    v0 = np.float32(np.int8(np.int64((a & np.uint8(15)) | ((q & np.uint8(3)) << np.uint8(4))) - 32))
+    v1 = np.float32(np.int8(np.int64(
+        (c & np.uint8(15)) | (((q >> np.uint8(2)) & np.uint8(3)) << np.uint8(4))) - 32))
+    v2 = np.float32(np.int8(np.int64(
+        (a >> np.uint8(4)) | (((q >> np.uint8(4)) & np.uint8(3)) << np.uint8(4))) - 32))
+    v3 = np.float32(np.int8(np.int64((c >> np.uint8(4)) | ((q >> np.uint8(6)) << np.uint8(4))) - 32))
+    acc[k, j] += (c0[k] * (v0 * x0) + c1[k] * (v1 * x1)) + (c2[k] * (v2 * x2) + c3[k] * (v3 * x3))
+
+
+_q6_k_step = _inline(_q6_k_step_py)
+
+
+def _q6_k_gemv(raw, x, out, table):
+    rows = raw.shape[0]
+    n_x = x.shape[0]
+    nb = x.shape[1] // 256
+    if rows < 8:  # too few rows for the 8-row kernel: dequantize them
+        _small_gemv(q6_k_gather, raw, x, out, table)
+        return
+    halves = raw.view(np.uint16)
+    bits = table.view(np.uint32)
+    n_groups = (rows + 7) // 8
+    n_tasks = (n_groups + 3) // 4
+    for t in prange(n_tasks):
+        acc = numba.carray(_stack_f32(128), (8, 16))
+        hw = np.empty((8, nb * 8), np.uint16)
+        sb = hw.view(np.int8)  # the 16 int8 scales of each block
+        dexp = np.empty((8, nb * 16), np.float32)  # d x16 per block
+        d64 = dexp.view(np.uint64)
+        fl = np.empty((8, nb * 16), np.float32)  # d*sc x16 per block
+        c0 = numba.carray(_stack_f32(8), 8)
+        c1 = numba.carray(_stack_f32(8), 8)
+        c2 = numba.carray(_stack_f32(8), 8)
+        c3 = numba.carray(_stack_f32(8), 8)
+        for g in range(t * 4, min(n_groups, t * 4 + 4)):
+            r0 = min(g * 8, rows - 8)
+            k0 = g * 8 - r0
+            for k in range(8):
+                r = r0 + k
+                rn = min(r + 8, rows - 1)
+                for b in range(nb):
+                    _prefetch(raw, rn, b * 210)
+                    _prefetch(raw, rn, b * 210 + 64)
+                    _prefetch(raw, rn, b * 210 + 128)
+                    _prefetch(raw, rn, b * 210 + 192)
+                    for i in range(8):
+                        hw[k, b * 8 + i] = halves[r, b * 105 + 96 + i]
+                    hd = bits[halves[r, b * 105 + 104]]
+                    for i in range(8):
+                        _splat2(d64, k, b * 8 + i, hd)
+            for k in range(8):
+                for s in range(nb * 16):
+                    fl[k, s] = dexp[k, s] * np.float32(sb[k, s])
+            # unsigned indices: numba then emits no negative-index wraparound, which would
+            # hide from LLVM that the loads are consecutive
+            u0 = np.uint64(r0)
+            for m in range(n_x):
+                acc[:] = 0
+                for b in range(nb):
+                    for h in range(2):
+                        for half in range(2):
+                            s = b * 16 + h * 8 + half
+                            for k in range(8):
+                                c0[k] = fl[k, s]
+                                c1[k] = fl[k, s + 2]
+                                c2[k] = fl[k, s + 4]
+                                c3[k] = fl[k, s + 6]
+                            o1 = np.uint64(b * 210 + h * 64 + half * 16)
+                            oh = np.uint64(b * 210 + 128 + h * 32 + half * 16)
+                            xo = np.uint64(b * 256 + h * 128 + half * 16)
+                            um = np.uint64(m)
+                            for j in range(np.uint64(16)):
+                                x0 = x[um, xo + j]
+                                x1 = x[um, xo + np.uint64(32) + j]
+                                x2 = x[um, xo + np.uint64(64) + j]
+                                x3 = x[um, xo + np.uint64(96) + j]
+                                _q6_k_step(raw, u0, acc, np.uint64(0), o1, oh, j, x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q6_k_step(raw, u0 + np.uint64(1), acc, np.uint64(1), o1, oh, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q6_k_step(raw, u0 + np.uint64(2), acc, np.uint64(2), o1, oh, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q6_k_step(raw, u0 + np.uint64(3), acc, np.uint64(3), o1, oh, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q6_k_step(raw, u0 + np.uint64(4), acc, np.uint64(4), o1, oh, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q6_k_step(raw, u0 + np.uint64(5), acc, np.uint64(5), o1, oh, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q6_k_step(raw, u0 + np.uint64(6), acc, np.uint64(6), o1, oh, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q6_k_step(raw, u0 + np.uint64(7), acc, np.uint64(7), o1, oh, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                for k in range(k0, 8):
+                    out[m, r0 + k] = acc[k].sum()
+
+
+def _q6_k_dequant_bf16(raw, out, table):
+    rows = raw.shape[0]
+    n_tasks = (rows + 15) // 16
+    for t in prange(n_tasks):
+        buf = np.empty(out.shape[1], np.float32)
+        for r in range(t * 16, min(rows, t * 16 + 16)):
+            _q6_k_row(raw, r, buf, table)
+            _bf16_row(buf, out, r)
+
+
+def _q6_k_gather(raw, ids, out, table):
+    for i in range(ids.shape[0]):
+        _q6_k_row(raw, ids[i], out[i], table)
+
+
+q6_k_gemv = _jit(_q6_k_gemv)
+q6_k_dequant_bf16 = _jit_exact(_q6_k_dequant_bf16)
+q6_k_gather = _njit_exact(_q6_k_gather)
+
+
 if numba is not None:
     qkernels.register("Q4_K", qkernels.Kernels(256, 144, q4_k_gemv, q4_k_dequant_bf16, q4_k_gather))
+    qkernels.register("Q5_K", qkernels.Kernels(256, 176, q5_k_gemv, q5_k_dequant_bf16, q5_k_gather))
+    qkernels.register("Q6_K", qkernels.Kernels(256, 210, q6_k_gemv, q6_k_dequant_bf16, q6_k_gather))

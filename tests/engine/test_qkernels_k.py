@@ -1,0 +1,138 @@
+"""K-quant CPU kernels (qkernels_k) against gguf-py's reference dequantization.
+
+gguf-py cannot quantize K-types, so the blocks are random bytes with sane float16 super-block
+scales (the idea of tools/requantize_gguf.py::_random_k_blocks). Every dequantized value must
+be bit-exact with ``gguf.quants.dequantize``; the GEMV only differs from float64
+dequantize-then-matmul by float32 summation order.
+"""
+
+from __future__ import annotations
+
+import gguf
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("numba")
+
+from s2studio.engine import qkernels, qkernels_k  # noqa: E402,F401
+from s2studio.engine.qmatrix import QuantMatrix  # noqa: E402
+
+GT = gguf.GGMLQuantizationType
+TYPES = ["Q4_K", "Q5_K", "Q6_K"]
+# Byte offsets of the float16 super-block scales (d, and dmin where present) in each block.
+SCALE_OFFSETS = {"Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}
+SHAPES = [(37, 512), (64, 1024), (8, 256), (5, 256), (1, 768), (43, 256)]
+
+# GEMV against float64 dequantize-then-matmul: float32 rounding of the sums only (the activations
+# stay float32), bounded relative to the largest output. Measured: <= 4e-7.
+GEMV_REL = 1e-5
+# Activations rounded to bfloat16 on the bfloat16-GEMM path (more than 16 rows).
+BF16_REL = 1e-2
+
+
+def random_blocks(type_name: str, rows: int, cols: int, seed: int) -> np.ndarray:
+    """uint8 (rows, row_bytes): random bytes, float16 scales drawn in +-[1e-3, 2e-2]."""
+    block, size = gguf.GGML_QUANT_SIZES[GT[type_name]]
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(0, 256, size=(rows, cols // block, size), dtype=np.uint8)
+    for off in SCALE_OFFSETS[type_name]:
+        d = rng.uniform(1e-3, 2e-2, size=(rows, cols // block)) * rng.choice([-1, 1], size=(rows, cols // block))
+        raw[:, :, off:off + 2] = d.astype(np.float16).view(np.uint8).reshape(rows, -1, 2)
+    return raw.reshape(rows, -1)
+
+
+def reference(type_name: str, raw: np.ndarray, cols: int) -> np.ndarray:
+    return gguf.quants.dequantize(raw, GT[type_name]).reshape(raw.shape[0], cols)
+
+
+def bf16_bits(a: np.ndarray) -> np.ndarray:
+    return torch.from_numpy(np.ascontiguousarray(a)).bfloat16().view(torch.int16).numpy().view(np.uint16)
+
+
+@pytest.fixture(scope="module", params=TYPES)
+def qtype(request):
+    return request.param
+
+
+def test_registered_with_the_gguf_block_sizes(qtype):
+    kern = qkernels.KERNELS[qtype]
+    assert (kern.block_elems, kern.block_bytes) == gguf.GGML_QUANT_SIZES[GT[qtype]]
+
+
+@pytest.mark.parametrize("rows,cols", SHAPES)
+def test_gather_and_dequant_bf16_are_bit_exact(qtype, rows, cols):
+    raw = random_blocks(qtype, rows, cols, rows * 7919 + cols)
+    want = reference(qtype, raw, cols)
+    kern = qkernels.KERNELS[qtype]
+
+    ids = np.concatenate([np.arange(rows), np.arange(rows)[::-1][: max(1, rows // 3)]]).astype(np.int64)
+    got = np.empty((ids.size, cols), np.float32)
+    kern.gather(raw, ids, got, qkernels.F16_TABLE)
+    np.testing.assert_array_equal(got.view(np.uint32), want[ids].view(np.uint32))
+
+    bits = np.empty((rows, cols), np.uint16)
+    kern.dequant_bf16(raw, bits, qkernels.F16_TABLE)
+    np.testing.assert_array_equal(bits, bf16_bits(want))
+
+
+@pytest.mark.parametrize("rows,cols", SHAPES)
+@pytest.mark.parametrize("m", [1, 2, 5, 16])
+def test_gemv_matches_dequantize_then_matmul(qtype, rows, cols, m):
+    raw = random_blocks(qtype, rows, cols, rows * 31 + cols + m)
+    deq = reference(qtype, raw, cols)
+    x = np.random.default_rng(m).standard_normal((m, cols)).astype(np.float32)
+    got = np.full((m, rows), np.nan, np.float32)
+    qkernels.KERNELS[qtype].gemv(raw, x, got, qkernels.F16_TABLE)
+    want = x.astype(np.float64) @ deq.astype(np.float64).T
+    assert np.abs(got - want).max() <= GEMV_REL * np.abs(want).max()
+
+
+def test_gemv_with_a_mean_in_the_activations(qtype):
+    """Real activations are not centred: the min/offset terms must not lose precision."""
+    rows, cols = 40, 1024
+    raw = random_blocks(qtype, rows, cols, 11)
+    deq = reference(qtype, raw, cols)
+    x = (np.random.default_rng(3).standard_normal((3, cols)) + 4.0).astype(np.float32)
+    got = np.empty((3, rows), np.float32)
+    qkernels.KERNELS[qtype].gemv(raw, x, got, qkernels.F16_TABLE)
+    want = x.astype(np.float64) @ deq.astype(np.float64).T
+    assert np.abs(got - want).max() <= GEMV_REL * np.abs(want).max()
+
+
+def test_quant_matrix_round_trip(qtype):
+    rows, cols = 45, 768
+    raw = random_blocks(qtype, rows, cols, 5)
+    deq = reference(qtype, raw, cols)
+    w = QuantMatrix(qtype, raw, (rows, cols))
+    assert w.dtype == qtype and w.nbytes == raw.nbytes and tuple(w.shape) == (rows, cols)
+
+    gen = torch.Generator().manual_seed(0)
+    for m in (1, 3, qkernels.MAX_KERNEL_ROWS):  # the quantized GEMV
+        x = torch.randn(m, cols, generator=gen)
+        want = x.double() @ torch.from_numpy(deq).double().T
+        got = w.matmul_t(x)
+        assert got.dtype == torch.float32 and got.shape == (m, rows)
+        assert (got.double() - want).abs().max() <= GEMV_REL * want.abs().max()
+
+    x = torch.randn(qkernels.MAX_KERNEL_ROWS + 4, cols, generator=gen)  # the bfloat16 GEMM
+    want = x.bfloat16().double() @ torch.from_numpy(deq).bfloat16().double().T
+    got = w.matmul_t(x)
+    assert got.shape == (x.shape[0], rows)
+    assert (got.double() - want).abs().max() <= BF16_REL * want.abs().max()
+
+    assert torch.equal(w.dequantize_bf16().view(torch.int16),
+                       torch.from_numpy(bf16_bits(deq).view(np.int16)))
+    assert torch.equal(w.rows(torch.tensor([4, 0, 44])), torch.from_numpy(deq[[4, 0, 44]]))
+    assert torch.equal(w.rows(7), torch.from_numpy(deq[7]))
+    assert torch.equal(w[torch.tensor(3)], torch.from_numpy(deq[3]))
+    with pytest.raises(IndexError):
+        w.rows(torch.tensor([rows]))
+
+
+def test_block_shape_is_checked(qtype):
+    raw = random_blocks(qtype, 4, 512, 1)
+    with pytest.raises(ValueError):
+        QuantMatrix(qtype, raw, (4, 768))
+    with pytest.raises(ValueError):
+        QuantMatrix(qtype, raw[:, :-1], (4, 512))

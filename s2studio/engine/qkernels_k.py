@@ -245,11 +245,7 @@ def _q4_k_gemv(raw, x, out, table):
             k0 = g * 8 - r0  # and writes only its own rows
             for k in range(8):
                 r = r0 + k
-                rn = min(r + 8, rows - 1)
                 for b in range(nb):
-                    _prefetch(raw, rn, b * 144)
-                    _prefetch(raw, rn, b * 144 + 64)
-                    _prefetch(raw, rn, b * 144 + 128)
                     _k4_scales(words, r, b * 36 + 1, sw, k, b)
                     hd = bits[halves[r, b * 72]]
                     hm = bits[halves[r, b * 72 + 1]]
@@ -263,9 +259,10 @@ def _q4_k_gemv(raw, x, out, table):
                 acc[:] = 0
                 for b in range(nb):
                     for p in range(4):
-                        for k in range(8):
-                            d0[k] = fl[k, b * 16 + 2 * p]
-                            d1[k] = fl[k, b * 16 + 2 * p + 1]
+                        if m == 0 and p < 3:  # the next group's rows, while this group computes
+                            for k in range(8):
+                                _prefetch(raw, min(r0 + 8 + k, rows - 1), b * 144 + p * 64)
+                        s = b * 16 + 2 * p
                         o = b * 144 + 16 + p * 32
                         xo = b * 256 + p * 64
                         for j in range(32):
@@ -273,8 +270,8 @@ def _q4_k_gemv(raw, x, out, table):
                             xh = x[m, xo + 32 + j]
                             for k in range(8):
                                 v = raw[r0 + k, o + j]
-                                acc[k, j] += (d0[k] * (np.float32(np.uint8(v & np.uint8(15))) * xl)
-                                              + d1[k] * (np.float32(np.uint8(v >> np.uint8(4))) * xh))
+                                acc[k, j] += (fl[k, s] * (np.float32(np.uint8(v & np.uint8(15))) * xl)
+                                              + fl[k, s + 1] * (np.float32(np.uint8(v >> np.uint8(4))) * xh))
                 for k in range(k0, 8):
                     mt = np.float32(0)
                     for s in range(nb * 16):
@@ -374,11 +371,7 @@ def _q5_k_gemv(raw, x, out, table):
             k0 = g * 8 - r0
             for k in range(8):
                 r = r0 + k
-                rn = min(r + 8, rows - 1)
                 for b in range(nb):
-                    _prefetch(raw, rn, b * 176)
-                    _prefetch(raw, rn, b * 176 + 64)
-                    _prefetch(raw, rn, b * 176 + 128)
                     _k4_scales(words, r, b * 44 + 1, sw, k, b)
                     hd = bits[halves[r, b * 88]]
                     hm = bits[halves[r, b * 88 + 1]]
@@ -394,6 +387,9 @@ def _q5_k_gemv(raw, x, out, table):
                 acc[:] = 0
                 for b in range(nb):
                     for p in range(4):
+                        if m == 0 and p < 3:  # the next group's rows, while this group computes
+                            for k in range(8):
+                                _prefetch(raw, min(r0 + 8 + k, rows - 1), b * 176 + p * 64)
                         for k in range(8):
                             d0[k] = fl[k, b * 16 + 2 * p]
                             d1[k] = fl[k, b * 16 + 2 * p + 1]
@@ -522,12 +518,7 @@ def _q6_k_gemv(raw, x, out, table):
             k0 = g * 8 - r0
             for k in range(8):
                 r = r0 + k
-                rn = min(r + 8, rows - 1)
                 for b in range(nb):
-                    _prefetch(raw, rn, b * 210)
-                    _prefetch(raw, rn, b * 210 + 64)
-                    _prefetch(raw, rn, b * 210 + 128)
-                    _prefetch(raw, rn, b * 210 + 192)
                     for i in range(8):
                         hw[k, b * 8 + i] = halves[r, b * 105 + 96 + i]
                     hd = bits[halves[r, b * 105 + 104]]
@@ -544,6 +535,9 @@ def _q6_k_gemv(raw, x, out, table):
                 for b in range(nb):
                     for h in range(2):
                         for half in range(2):
+                            if m == 0:  # the next group's rows, while this group computes
+                                for k in range(8):
+                                    _prefetch(raw, min(r0 + 8 + k, rows - 1), b * 210 + h * 128 + half * 64)
                             s = b * 16 + h * 8 + half
                             for k in range(8):
                                 c0[k] = fl[k, s]

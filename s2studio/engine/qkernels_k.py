@@ -219,6 +219,16 @@ def _q4_k_row_py(raw, r, buf, table):
 _q4_k_row = _inline(_q4_k_row_py)
 
 
+def _q4_k_step_py(raw, r, acc, k, o, j, xl, xh, d0, d1):
+    """One weight row of the Q4_K GEMV inner loop (inlined 8 times, see _q6_k_step)."""
+    v = raw[r, o + j]
+    acc[k, j] += (d0[k] * (np.float32(np.uint8(v & np.uint8(15))) * xl)
+                  + d1[k] * (np.float32(np.uint8(v >> np.uint8(4))) * xh))
+
+
+_q4_k_step = _inline(_q4_k_step_py)
+
+
 def _q4_k_gemv(raw, x, out, table):
     rows = raw.shape[0]
     n_x = x.shape[0]
@@ -255,23 +265,31 @@ def _q4_k_gemv(raw, x, out, table):
             for k in range(8):
                 for s in range(nb * 16):
                     fl[k, s] = dexp[k, s] * np.float32(sb[k, s])
+            u0 = np.uint64(r0)
             for m in range(n_x):
+                um = np.uint64(m)
                 acc[:] = 0
                 for b in range(nb):
                     for p in range(4):
                         if m == 0 and p < 3:  # the next group's rows, while this group computes
                             for k in range(8):
                                 _prefetch(raw, min(r0 + 8 + k, rows - 1), b * 144 + p * 64)
-                        s = b * 16 + 2 * p
-                        o = b * 144 + 16 + p * 32
-                        xo = b * 256 + p * 64
-                        for j in range(32):
-                            xl = x[m, xo + j]
-                            xh = x[m, xo + 32 + j]
-                            for k in range(8):
-                                v = raw[r0 + k, o + j]
-                                acc[k, j] += (fl[k, s] * (np.float32(np.uint8(v & np.uint8(15))) * xl)
-                                              + fl[k, s + 1] * (np.float32(np.uint8(v >> np.uint8(4))) * xh))
+                        for k in range(8):
+                            d0[k] = fl[k, b * 16 + 2 * p]
+                            d1[k] = fl[k, b * 16 + 2 * p + 1]
+                        o = np.uint64(b * 144 + 16 + p * 32)
+                        xo = np.uint64(b * 256 + p * 64)
+                        for j in range(np.uint64(32)):
+                            xl = x[um, xo + j]
+                            xh = x[um, xo + np.uint64(32) + j]
+                            _q4_k_step(raw, u0, acc, np.uint64(0), o, j, xl, xh, d0, d1)
+                            _q4_k_step(raw, u0 + np.uint64(1), acc, np.uint64(1), o, j, xl, xh, d0, d1)
+                            _q4_k_step(raw, u0 + np.uint64(2), acc, np.uint64(2), o, j, xl, xh, d0, d1)
+                            _q4_k_step(raw, u0 + np.uint64(3), acc, np.uint64(3), o, j, xl, xh, d0, d1)
+                            _q4_k_step(raw, u0 + np.uint64(4), acc, np.uint64(4), o, j, xl, xh, d0, d1)
+                            _q4_k_step(raw, u0 + np.uint64(5), acc, np.uint64(5), o, j, xl, xh, d0, d1)
+                            _q4_k_step(raw, u0 + np.uint64(6), acc, np.uint64(6), o, j, xl, xh, d0, d1)
+                            _q4_k_step(raw, u0 + np.uint64(7), acc, np.uint64(7), o, j, xl, xh, d0, d1)
                 for k in range(k0, 8):
                     mt = np.float32(0)
                     for s in range(nb * 16):
@@ -592,7 +610,97 @@ q6_k_dequant_bf16 = _jit_exact(_q6_k_dequant_bf16)
 q6_k_gather = _njit_exact(_q6_k_gather)
 
 
+# ------------------------------------------------------------------------------ Q4_0
+# block_q4_0, 18 bytes: f16 d, 16 bytes qs; value j < 16 is the low nibble of qs[j], value
+# j + 16 the high one. value = d * (q - 8).
+
+def _q4_0_row_py(raw, r, buf, table):
+    for b in range(buf.shape[0] // 32):
+        o = b * 18
+        d = _f16(raw, r, o, table)
+        for j in range(16):
+            v = raw[r, o + 2 + j]
+            buf[b * 32 + j] = d * np.float32(np.int8(np.int64(v & np.uint8(15)) - 8))
+            buf[b * 32 + 16 + j] = d * np.float32(np.int8(np.int64(v >> np.uint8(4)) - 8))
+
+
+_q4_0_row = _inline(_q4_0_row_py)
+
+
+def _q4_0_step_py(raw, r, acc, k, o, j, xl, xh, dd):
+    """One weight row of the Q4_0 GEMV inner loop (inlined 8 times, see _q6_k_step)."""
+    v = raw[r, o + j]
+    lo = np.float32(np.int8(np.int64(v & np.uint8(15)) - 8))
+    hi = np.float32(np.int8(np.int64(v >> np.uint8(4)) - 8))
+    acc[k, j] += dd[k] * (lo * xl + hi * xh)
+
+
+_q4_0_step = _inline(_q4_0_step_py)
+
+
+def _q4_0_gemv(raw, x, out, table):
+    rows = raw.shape[0]
+    n_x = x.shape[0]
+    nb = x.shape[1] // 32
+    if rows < 8:  # too few rows for the 8-row kernel: dequantize them
+        _small_gemv(q4_0_gather, raw, x, out, table)
+        return
+    halves = raw.view(np.uint16)
+    n_groups = (rows + 7) // 8
+    for t in prange((n_groups + 3) // 4):
+        acc = numba.carray(_stack_f32(128), (8, 16))
+        dd = numba.carray(_stack_f32(8), 8)
+        for g in range(t * 4, min(n_groups, t * 4 + 4)):
+            r0 = min(g * 8, rows - 8)  # the last group overlaps the previous one
+            k0 = g * 8 - r0  # and writes only its own rows
+            u0 = np.uint64(r0)
+            for m in range(n_x):
+                um = np.uint64(m)
+                acc[:] = 0
+                for b in range(nb):
+                    if m == 0:  # the next group's rows, while this group computes
+                        for k in range(8):
+                            _prefetch(raw, min(r0 + 8 + k, rows - 1), b * 18)
+                    for k in range(8):
+                        dd[k] = table[halves[r0 + k, b * 9]]
+                    o = np.uint64(b * 18 + 2)
+                    xo = np.uint64(b * 32)
+                    for j in range(np.uint64(16)):
+                        xl = x[um, xo + j]
+                        xh = x[um, xo + np.uint64(16) + j]
+                        _q4_0_step(raw, u0, acc, np.uint64(0), o, j, xl, xh, dd)
+                        _q4_0_step(raw, u0 + np.uint64(1), acc, np.uint64(1), o, j, xl, xh, dd)
+                        _q4_0_step(raw, u0 + np.uint64(2), acc, np.uint64(2), o, j, xl, xh, dd)
+                        _q4_0_step(raw, u0 + np.uint64(3), acc, np.uint64(3), o, j, xl, xh, dd)
+                        _q4_0_step(raw, u0 + np.uint64(4), acc, np.uint64(4), o, j, xl, xh, dd)
+                        _q4_0_step(raw, u0 + np.uint64(5), acc, np.uint64(5), o, j, xl, xh, dd)
+                        _q4_0_step(raw, u0 + np.uint64(6), acc, np.uint64(6), o, j, xl, xh, dd)
+                        _q4_0_step(raw, u0 + np.uint64(7), acc, np.uint64(7), o, j, xl, xh, dd)
+                for k in range(k0, 8):
+                    out[m, r0 + k] = acc[k].sum()
+
+
+def _q4_0_dequant_bf16(raw, out, table):
+    rows = raw.shape[0]
+    for t in prange((rows + 15) // 16):
+        buf = np.empty(out.shape[1], np.float32)
+        for r in range(t * 16, min(rows, t * 16 + 16)):
+            _q4_0_row(raw, r, buf, table)
+            _bf16_row(buf, out, r)
+
+
+def _q4_0_gather(raw, ids, out, table):
+    for i in range(ids.shape[0]):
+        _q4_0_row(raw, ids[i], out[i], table)
+
+
+q4_0_gemv = _jit(_q4_0_gemv)
+q4_0_dequant_bf16 = _jit_exact(_q4_0_dequant_bf16)
+q4_0_gather = _njit_exact(_q4_0_gather)
+
+
 if numba is not None:
     qkernels.register("Q4_K", qkernels.Kernels(256, 144, q4_k_gemv, q4_k_dequant_bf16, q4_k_gather))
     qkernels.register("Q5_K", qkernels.Kernels(256, 176, q5_k_gemv, q5_k_dequant_bf16, q5_k_gather))
     qkernels.register("Q6_K", qkernels.Kernels(256, 210, q6_k_gemv, q6_k_dequant_bf16, q6_k_gather))
+    qkernels.register("Q4_0", qkernels.Kernels(32, 18, q4_0_gemv, q4_0_dequant_bf16, q4_0_gather))

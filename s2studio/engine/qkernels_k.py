@@ -699,8 +699,322 @@ q4_0_dequant_bf16 = _jit_exact(_q4_0_dequant_bf16)
 q4_0_gather = _njit_exact(_q4_0_gather)
 
 
+# ------------------------------------------------------------------------------ Q2_K
+# block_q2_K, 84 bytes: 16 scale bytes (low nibble: scale, high nibble: min, sub-blocks of 16),
+# 64 bytes qs, f16 d, f16 dmin. In each half h (128 values): value l + 32u (l < 32, u < 4) is
+# bits 2u..2u+1 of qs[32h + l], sub-block 8h + 2u + l//16.
+# value = (d*sc) * q - dmin*m, q in [0, 3].
+
+def _q2_k_row_py(raw, r, buf, table):
+    for b in range(buf.shape[0] // 256):
+        o = b * 84
+        d = _f16(raw, r, o + 80, table)
+        dmin = _f16(raw, r, o + 82, table)
+        for h in range(2):
+            for u in range(4):
+                sh = np.uint8(2 * u)
+                for half in range(2):
+                    sc = raw[r, o + h * 8 + u * 2 + half]
+                    dl = d * np.float32(sc & np.uint8(15))
+                    ml = dmin * np.float32(sc >> np.uint8(4))
+                    q = o + 16 + h * 32 + half * 16
+                    y = b * 256 + h * 128 + u * 32 + half * 16
+                    for j in range(16):
+                        buf[y + j] = dl * np.float32(np.uint8((raw[r, q + j] >> sh) & np.uint8(3))) - ml
+
+
+_q2_k_row = _inline(_q2_k_row_py)
+
+
+def _q2_k_step_py(raw, r, acc, k, o, j, x0, x1, x2, x3, c0, c1, c2, c3):
+    """One weight row of the Q2_K GEMV inner loop (inlined 8 times, see _q6_k_step)."""
+    v = raw[r, o + j]
+    v0 = np.float32(np.uint8(v & np.uint8(3)))
+    v1 = np.float32(np.uint8((v >> np.uint8(2)) & np.uint8(3)))
+    v2 = np.float32(np.uint8((v >> np.uint8(4)) & np.uint8(3)))
+    v3 = np.float32(np.uint8(v >> np.uint8(6)))
+    acc[k, j] += (c0[k] * (v0 * x0) + c1[k] * (v1 * x1)) + (c2[k] * (v2 * x2) + c3[k] * (v3 * x3))
+
+
+_q2_k_step = _inline(_q2_k_step_py)
+
+
+def _q2_k_gemv(raw, x, out, table):
+    rows = raw.shape[0]
+    n_x = x.shape[0]
+    nb = x.shape[1] // 256
+    if rows < 8:  # too few rows for the 8-row kernel: dequantize them
+        _small_gemv(q2_k_gather, raw, x, out, table)
+        return
+    # sxx[m, 32b + 16 + s] = sum of x over sub-block s (16 values) of block b, zero at 32b + s
+    sxx = np.zeros((n_x, nb * 32), np.float32)
+    for m in range(n_x):
+        for s in range(nb * 16):
+            a = np.float32(0)
+            for j in range(16):
+                a += x[m, s * 16 + j]
+            sxx[m, (s // 16) * 32 + 16 + s % 16] = a
+    words = raw.view(np.uint32)
+    halves = raw.view(np.uint16)
+    bits = table.view(np.uint32)
+    n_groups = (rows + 7) // 8
+    for t in prange((n_groups + 3) // 4):
+        acc = numba.carray(_stack_f32(128), (8, 16))
+        sw = np.empty((8, nb * 8), np.uint32)
+        sb = sw.view(np.uint8)  # per block: sc0..sc15, m0..m15 (bytes)
+        dexp = np.empty((8, nb * 32), np.float32)  # per block: d x16, dmin x16
+        d64 = dexp.view(np.uint64)
+        fl = np.empty((8, nb * 32), np.float32)  # per block: d*sc x16, dmin*m x16
+        c0 = numba.carray(_stack_f32(8), 8)
+        c1 = numba.carray(_stack_f32(8), 8)
+        c2 = numba.carray(_stack_f32(8), 8)
+        c3 = numba.carray(_stack_f32(8), 8)
+        for g in range(t * 4, min(n_groups, t * 4 + 4)):
+            r0 = min(g * 8, rows - 8)  # the last group overlaps the previous one
+            k0 = g * 8 - r0  # and writes only its own rows
+            for k in range(8):
+                r = r0 + k
+                for b in range(nb):
+                    for i in range(4):
+                        w = words[r, b * 21 + i]
+                        sw[k, b * 8 + i] = w & np.uint32(0x0F0F0F0F)
+                        sw[k, b * 8 + 4 + i] = (w >> np.uint32(4)) & np.uint32(0x0F0F0F0F)
+                    hd = bits[halves[r, b * 42 + 40]]
+                    hm = bits[halves[r, b * 42 + 41]]
+                    for i in range(8):
+                        _splat2(d64, k, b * 16 + i, hd)
+                        _splat2(d64, k, b * 16 + 8 + i, hm)
+            for k in range(8):
+                for s in range(nb * 32):
+                    fl[k, s] = dexp[k, s] * np.float32(sb[k, s])
+            u0 = np.uint64(r0)
+            for m in range(n_x):
+                um = np.uint64(m)
+                acc[:] = 0
+                for b in range(nb):
+                    for h in range(2):
+                        for half in range(2):
+                            if m == 0 and half == 0:  # the next group's rows, while this one computes
+                                for k in range(8):
+                                    _prefetch(raw, min(r0 + 8 + k, rows - 1), b * 84 + h * 64)
+                            s = b * 32 + h * 8 + half
+                            for k in range(8):
+                                c0[k] = fl[k, s]
+                                c1[k] = fl[k, s + 2]
+                                c2[k] = fl[k, s + 4]
+                                c3[k] = fl[k, s + 6]
+                            o = np.uint64(b * 84 + 16 + h * 32 + half * 16)
+                            xo = np.uint64(b * 256 + h * 128 + half * 16)
+                            for j in range(np.uint64(16)):
+                                x0 = x[um, xo + j]
+                                x1 = x[um, xo + np.uint64(32) + j]
+                                x2 = x[um, xo + np.uint64(64) + j]
+                                x3 = x[um, xo + np.uint64(96) + j]
+                                _q2_k_step(raw, u0, acc, np.uint64(0), o, j, x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q2_k_step(raw, u0 + np.uint64(1), acc, np.uint64(1), o, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q2_k_step(raw, u0 + np.uint64(2), acc, np.uint64(2), o, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q2_k_step(raw, u0 + np.uint64(3), acc, np.uint64(3), o, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q2_k_step(raw, u0 + np.uint64(4), acc, np.uint64(4), o, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q2_k_step(raw, u0 + np.uint64(5), acc, np.uint64(5), o, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q2_k_step(raw, u0 + np.uint64(6), acc, np.uint64(6), o, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q2_k_step(raw, u0 + np.uint64(7), acc, np.uint64(7), o, j,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                for k in range(k0, 8):
+                    mt = np.float32(0)
+                    for s in range(nb * 32):
+                        mt += fl[k, s] * sxx[m, s]
+                    out[m, r0 + k] = acc[k].sum() - mt
+
+
+def _q2_k_dequant_bf16(raw, out, table):
+    rows = raw.shape[0]
+    for t in prange((rows + 15) // 16):
+        buf = np.empty(out.shape[1], np.float32)
+        for r in range(t * 16, min(rows, t * 16 + 16)):
+            _q2_k_row(raw, r, buf, table)
+            _bf16_row(buf, out, r)
+
+
+def _q2_k_gather(raw, ids, out, table):
+    for i in range(ids.shape[0]):
+        _q2_k_row(raw, ids[i], out[i], table)
+
+
+q2_k_gemv = _jit(_q2_k_gemv)
+q2_k_dequant_bf16 = _jit_exact(_q2_k_dequant_bf16)
+q2_k_gather = _njit_exact(_q2_k_gather)
+
+
+# ------------------------------------------------------------------------------ Q3_K
+# block_q3_K, 110 bytes: 32 bytes hmask, 64 bytes qs, 12 bytes of 6-bit scales (16 sub-blocks
+# of 16), f16 d. In each half h (128 values): value l + 32u (l < 32, u < 4) has low bits
+# 2u..2u+1 of qs[32h + l] and high bit 4h+u of hmask[l], sub-block 8h + 2u + l//16.
+# value = (d*(sc - 32)) * (q - 4), q = low | high << 2 in [0, 7].
+
+def _q3_k_scales_py(halves, r, w, sw, k, b):
+    """Unpack the 12 scale bytes of a Q3_K block (halfwords w..w+5 of row r: the 110-byte
+    blocks are only 2-byte aligned) into sw[k, 4b:4b+4] = the 16 6-bit scales (bytes)."""
+    a0 = np.uint32(halves[r, w]) | (np.uint32(halves[r, w + 1]) << np.uint32(16))
+    a1 = np.uint32(halves[r, w + 2]) | (np.uint32(halves[r, w + 3]) << np.uint32(16))
+    t = np.uint32(halves[r, w + 4]) | (np.uint32(halves[r, w + 5]) << np.uint32(16))
+    m4 = np.uint32(0x0F0F0F0F)
+    m2 = np.uint32(0x03030303)
+    sw[k, 4 * b] = (a0 & m4) | ((t & m2) << np.uint32(4))
+    sw[k, 4 * b + 1] = (a1 & m4) | (((t >> np.uint32(2)) & m2) << np.uint32(4))
+    sw[k, 4 * b + 2] = ((a0 >> np.uint32(4)) & m4) | (((t >> np.uint32(4)) & m2) << np.uint32(4))
+    sw[k, 4 * b + 3] = ((a1 >> np.uint32(4)) & m4) | (((t >> np.uint32(6)) & m2) << np.uint32(4))
+
+
+_q3_k_scales = _inline(_q3_k_scales_py)
+
+
+def _q3_k_row_py(raw, r, buf, table):
+    halves = raw.view(np.uint16)
+    sw = numba.carray(_stack_f32(4), (1, 4)).view(np.uint32)
+    sb = sw.view(np.uint8)
+    for b in range(buf.shape[0] // 256):
+        o = b * 110
+        d = _f16(raw, r, o + 108, table)
+        _q3_k_scales(halves, r, b * 55 + 48, sw, 0, 0)
+        for h in range(2):
+            for u in range(4):
+                sh = np.uint8(2 * u)
+                hb = np.uint8(4 * h + u)
+                for half in range(2):
+                    dl = d * np.float32(np.int64(sb[0, h * 8 + u * 2 + half]) - 32)
+                    q = o + 32 + h * 32 + half * 16
+                    y = b * 256 + h * 128 + u * 32 + half * 16
+                    for j in range(16):
+                        lo = (raw[r, q + j] >> sh) & np.uint8(3)
+                        hi = ((raw[r, o + half * 16 + j] >> hb) & np.uint8(1)) << np.uint8(2)
+                        buf[y + j] = dl * np.float32(np.int8(np.int64(lo | hi) - 4))
+
+
+_q3_k_row = _inline(_q3_k_row_py)
+
+
+def _q3_k_step_py(raw, r, acc, k, o, oh, j, h, x0, x1, x2, x3, c0, c1, c2, c3):
+    """One weight row of the Q3_K GEMV inner loop (inlined 8 times, see _q6_k_step)."""
+    v = raw[r, o + j]
+    hm = raw[r, oh + j]
+    hh = np.uint8(hm >> np.uint8(4)) if h else hm  # two constant shifts rather than one variable
+    v0 = np.float32(np.int8(np.int64((v & np.uint8(3)) | ((hh & np.uint8(1)) << np.uint8(2))) - 4))
+    v1 = np.float32(np.int8(np.int64(((v >> np.uint8(2)) & np.uint8(3)) | ((hh & np.uint8(2)) << np.uint8(1))) - 4))
+    v2 = np.float32(np.int8(np.int64(((v >> np.uint8(4)) & np.uint8(3)) | (hh & np.uint8(4))) - 4))
+    v3 = np.float32(np.int8(np.int64((v >> np.uint8(6)) | ((hh & np.uint8(8)) >> np.uint8(1))) - 4))
+    acc[k, j] += (c0[k] * (v0 * x0) + c1[k] * (v1 * x1)) + (c2[k] * (v2 * x2) + c3[k] * (v3 * x3))
+
+
+_q3_k_step = _inline(_q3_k_step_py)
+
+
+def _q3_k_gemv(raw, x, out, table):
+    rows = raw.shape[0]
+    n_x = x.shape[0]
+    nb = x.shape[1] // 256
+    if rows < 8:  # too few rows for the 8-row kernel: dequantize them
+        _small_gemv(q3_k_gather, raw, x, out, table)
+        return
+    halves = raw.view(np.uint16)
+    bits = table.view(np.uint32)
+    n_groups = (rows + 7) // 8
+    for t in prange((n_groups + 3) // 4):
+        acc = numba.carray(_stack_f32(128), (8, 16))
+        sw = np.empty((8, nb * 4), np.uint32)
+        sb = sw.view(np.uint8)  # per block: the 16 scales + 32 (bytes)
+        dexp = np.empty((8, nb * 16), np.float32)  # d x16 per block
+        d64 = dexp.view(np.uint64)
+        fl = np.empty((8, nb * 16), np.float32)  # d*(sc-32) x16 per block
+        c0 = numba.carray(_stack_f32(8), 8)
+        c1 = numba.carray(_stack_f32(8), 8)
+        c2 = numba.carray(_stack_f32(8), 8)
+        c3 = numba.carray(_stack_f32(8), 8)
+        for g in range(t * 4, min(n_groups, t * 4 + 4)):
+            r0 = min(g * 8, rows - 8)  # the last group overlaps the previous one
+            k0 = g * 8 - r0  # and writes only its own rows
+            for k in range(8):
+                r = r0 + k
+                for b in range(nb):
+                    _q3_k_scales(halves, r, b * 55 + 48, sw, k, b)
+                    hd = bits[halves[r, b * 55 + 54]]
+                    for i in range(8):
+                        _splat2(d64, k, b * 8 + i, hd)
+            for k in range(8):
+                for s in range(nb * 16):
+                    fl[k, s] = dexp[k, s] * np.float32(np.int64(sb[k, s]) - 32)
+            u0 = np.uint64(r0)
+            for m in range(n_x):
+                um = np.uint64(m)
+                acc[:] = 0
+                for b in range(nb):
+                    for h in range(2):
+                        for half in range(2):
+                            if m == 0 and half == 0:  # the next group's rows, while this one computes
+                                for k in range(8):
+                                    _prefetch(raw, min(r0 + 8 + k, rows - 1), b * 110 + h * 64)
+                            s = b * 16 + h * 8 + half
+                            for k in range(8):
+                                c0[k] = fl[k, s]
+                                c1[k] = fl[k, s + 2]
+                                c2[k] = fl[k, s + 4]
+                                c3[k] = fl[k, s + 6]
+                            o = np.uint64(b * 110 + 32 + h * 32 + half * 16)
+                            oh = np.uint64(b * 110 + half * 16)
+                            xo = np.uint64(b * 256 + h * 128 + half * 16)
+                            for j in range(np.uint64(16)):
+                                x0 = x[um, xo + j]
+                                x1 = x[um, xo + np.uint64(32) + j]
+                                x2 = x[um, xo + np.uint64(64) + j]
+                                x3 = x[um, xo + np.uint64(96) + j]
+                                _q3_k_step(raw, u0, acc, np.uint64(0), o, oh, j, h,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q3_k_step(raw, u0 + np.uint64(1), acc, np.uint64(1), o, oh, j, h,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q3_k_step(raw, u0 + np.uint64(2), acc, np.uint64(2), o, oh, j, h,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q3_k_step(raw, u0 + np.uint64(3), acc, np.uint64(3), o, oh, j, h,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q3_k_step(raw, u0 + np.uint64(4), acc, np.uint64(4), o, oh, j, h,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q3_k_step(raw, u0 + np.uint64(5), acc, np.uint64(5), o, oh, j, h,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q3_k_step(raw, u0 + np.uint64(6), acc, np.uint64(6), o, oh, j, h,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q3_k_step(raw, u0 + np.uint64(7), acc, np.uint64(7), o, oh, j, h,
+                                           x0, x1, x2, x3, c0, c1, c2, c3)
+                for k in range(k0, 8):
+                    out[m, r0 + k] = acc[k].sum()
+
+
+def _q3_k_dequant_bf16(raw, out, table):
+    rows = raw.shape[0]
+    for t in prange((rows + 15) // 16):
+        buf = np.empty(out.shape[1], np.float32)
+        for r in range(t * 16, min(rows, t * 16 + 16)):
+            _q3_k_row(raw, r, buf, table)
+            _bf16_row(buf, out, r)
+
+
+def _q3_k_gather(raw, ids, out, table):
+    for i in range(ids.shape[0]):
+        _q3_k_row(raw, ids[i], out[i], table)
+
+
+q3_k_gemv = _jit(_q3_k_gemv)
+q3_k_dequant_bf16 = _jit_exact(_q3_k_dequant_bf16)
+q3_k_gather = _njit_exact(_q3_k_gather)
+
+
 if numba is not None:
     qkernels.register("Q4_K", qkernels.Kernels(256, 144, q4_k_gemv, q4_k_dequant_bf16, q4_k_gather))
     qkernels.register("Q5_K", qkernels.Kernels(256, 176, q5_k_gemv, q5_k_dequant_bf16, q5_k_gather))
     qkernels.register("Q6_K", qkernels.Kernels(256, 210, q6_k_gemv, q6_k_dequant_bf16, q6_k_gather))
     qkernels.register("Q4_0", qkernels.Kernels(32, 18, q4_0_gemv, q4_0_dequant_bf16, q4_0_gather))
+    qkernels.register("Q2_K", qkernels.Kernels(256, 84, q2_k_gemv, q2_k_dequant_bf16, q2_k_gather))
+    qkernels.register("Q3_K", qkernels.Kernels(256, 110, q3_k_gemv, q3_k_dequant_bf16, q3_k_gather))

@@ -19,9 +19,10 @@ from s2studio.engine import qkernels, qkernels_k  # noqa: E402,F401
 from s2studio.engine.qmatrix import QuantMatrix  # noqa: E402
 
 GT = gguf.GGMLQuantizationType
-TYPES = ["Q4_K", "Q5_K", "Q6_K", "Q4_0"]
+TYPES = ["Q4_K", "Q5_K", "Q6_K", "Q4_0", "Q3_K", "Q2_K"]
 # Byte offsets of the float16 (super-)block scales (d, and dmin where present) in each block.
-SCALE_OFFSETS = {"Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,), "Q4_0": (0,)}
+SCALE_OFFSETS = {"Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,), "Q4_0": (0,), "Q3_K": (108,),
+                 "Q2_K": (80, 82)}
 SHAPES = [(37, 512), (64, 1024), (8, 256), (5, 256), (1, 768), (43, 256)]
 
 # GEMV against float64 dequantize-then-matmul: float32 rounding of the sums only (the activations

@@ -1,28 +1,38 @@
-"""K-quant CPU kernels (Q4_K, Q5_K, Q6_K ...), registered into ``qkernels.KERNELS``.
+"""K-quant (and Q4_0) CPU kernels, registered into ``qkernels.KERNELS``.
 
-Same contract as the Q8_0 kernels in ``qkernels`` (read its docstring first): each type gets a
-GEMV on the raw GGUF blocks with float32 activations, a bfloat16 dequantization for the prefill
-GEMM and a row gather; the values are exactly those of ``gguf.quants.dequantize``.
+Same contract as the Q8_0 kernels in ``qkernels`` (read its docstring first): for each of
+Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and Q4_0, a GEMV on the raw GGUF blocks with float32 activations,
+a bfloat16 dequantization for the prefill GEMM and a row gather. The dequantized values are
+bit-exact with ``gguf.quants.dequantize`` (compiled without fastmath and in gguf-py's order;
+every product there is exact anyway: an 11-bit float16 times small integers).
 
-GEMV structure (per group of 8 weight rows, one pass over the activations feeds all 8 rows):
-- the super-block scales of the 8 rows are decoded once per group, for all m: the packed 6-bit
-  scales/mins with 32-bit SWAR operations (ggml's ``utmp`` trick), the float16 ``d``/``dmin``
-  through the table, then one vectorized loop turns them into float32 ``d*sc`` and ``dmin*m``;
-- the inner loop over 16 or 32 weights is ``acc[k, j] += (d*sc)[k] * q[k, j] * x[j]`` with
-  constant trip counts (LLVM vectorizes over j, the 8 rows are unrolled);
-- the ``- dmin*m`` term of Q4_K/Q5_K/Q2_K never enters the inner loop: per sub-block it is
-  ``dmin*m * sum(x over the sub-block)``, and the sums of x are the same for every row, so it
-  is one dot product per row at the end;
-- the next group's rows are prefetched while the scales are decoded: the rows of one group
-  are short streams (1-2 KB) that the hardware prefetcher picks up too late.
+GEMV structure, per group of 8 weight rows (one pass over the activations feeds the 8 rows):
+- the super-block scales of the 8 rows are decoded once per group, for all activation rows:
+  the packed 6-bit scales with 32-bit SWAR operations (ggml's ``utmp`` shuffle), ``d``/``dmin``
+  through the float16 table, then one vectorized loop per row makes the float32 ``d*sc`` and
+  ``dmin*m`` of all its blocks;
+- the inner loop over 16 or 32 weights is ``acc[k, j] += (d*sc)[k] * (q[k, j] * x[j])`` with a
+  constant trip count, vectorized over j; the integer unpacking stays in 8-bit lanes;
+- the ``- dmin*m`` term (Q4_K, Q5_K, Q2_K) never enters the inner loop: per sub-block it is
+  ``dmin*m * sum(x over the sub-block)`` and those sums are the same for every row, so it is one
+  dot product per row at the end. The ``-32``/``-4``/``-8`` offsets of Q6_K/Q3_K/Q4_0 are
+  applied to the 8-bit integers (exact, whatever the mean of the activations);
+- the next group's rows are prefetched, spread over the current group's inner loop: a group's
+  rows are short streams (1-2 KB each) that the hardware prefetcher picks up too late.
 
-numba runs LLVM without the SLP vectorizer, so only loops are vectorized: short fixed loops
-(8 or 16 values) stay scalar, which is why the scale decoding is arranged as one long loop per
-row over all its blocks.
-
-The float arithmetic of the dequantized values (gather, dequant_bf16) is compiled without
-fastmath and in gguf-py's order, so they are bit-exact (every product there is exact anyway:
-an 11-bit float16 times small integers).
+Getting LLVM to vectorize that from numba took a few rules, all used below:
+- the 8 rows are unrolled by hand (8 calls of a small ``_*_step`` function that LLVM inlines):
+  LLVM does not unroll a loop over rows with a body this large by itself, and then vectorizes
+  across the rows (gathers) or not at all;
+- the indices of the inner loop are unsigned: numba adds a negative-index wraparound to signed
+  indices, which hides from LLVM that consecutive j are consecutive bytes;
+- the accumulators and the 8 rows' scales are on the stack (``_stack_f32``), so LLVM knows they
+  alias neither the weights nor the activations: no run-time overlap checks, no scalar copy;
+- numba runs LLVM without the SLP vectorizer: short fixed loops (8 or 16 values) stay scalar,
+  hence the scale decoding as one long loop per row;
+- no whole-array expressions (``a[:] = 0``, ``a.sum()``, ``np.zeros``) in the parallel
+  kernels, and helpers are separate functions rather than numba-inlined: both cost seconds of
+  compile time (the first call of each kernel compiles it; the result is cached on disk).
 
 Importing this module always succeeds; without numba it registers nothing.
 """
@@ -85,17 +95,25 @@ def _inline(fn):
     return njit(boundscheck=False, cache=_CACHE, nogil=True, inline="always")(fn)
 
 
+def _fn(fn):
+    """A helper or sequential kernel, without fastmath (LLVM inlines the small ones)."""
+    if numba is None:
+        return None
+    return njit(boundscheck=False, cache=_CACHE, nogil=True)(fn)
+
+
+def _fn_fast(fn):
+    """A helper of the GEMV kernels (fastmath: free summation order)."""
+    if numba is None:
+        return None
+    return njit(fastmath=True, boundscheck=False, cache=_CACHE, nogil=True)(fn)
+
+
 def _jit_exact(fn):
     """Parallel kernel without fastmath (bit-exact dequantized values)."""
     if numba is None:
         return None
     return njit(parallel=True, fastmath=False, boundscheck=False, cache=_CACHE, nogil=True)(fn)
-
-
-def _njit_exact(fn):
-    if numba is None:
-        return None
-    return njit(fastmath=False, boundscheck=False, cache=_CACHE, nogil=True)(fn)
 
 
 # ------------------------------------------------------------------------------ shared helpers
@@ -120,9 +138,26 @@ def _splat2_py(d64, k, i, bits):
     d64[k, i] = v | (v << np.uint64(32))
 
 
-_bf16_row = _inline(_bf16_row_py)
-_f16 = _inline(_f16_py)
-_splat2 = _inline(_splat2_py)
+def _zero_py(a):
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            a[i, j] = 0
+
+
+def _row_sum_py(a, i):
+    t = np.float32(0)
+    for j in range(a.shape[1]):
+        t += a[i, j]
+    return t
+
+
+# Whole-array expressions (a[:] = 0, a.sum(), np.zeros) are avoided in the parallel kernels:
+# numba turns each into a nested parallel loop, which costs seconds of compile time.
+_zero = _fn(_zero_py)
+_row_sum = _fn_fast(_row_sum_py)
+_bf16_row = _fn(_bf16_row_py)
+_f16 = _fn(_f16_py)
+_splat2 = _fn(_splat2_py)
 
 
 def _scale_min_k4_py(raw, r, o, j):
@@ -136,7 +171,7 @@ def _scale_min_k4_py(raw, r, o, j):
     return sc, mn
 
 
-_scale_min_k4 = _inline(_scale_min_k4_py)
+_scale_min_k4 = _fn(_scale_min_k4_py)
 
 
 def _k4_scales_py(words, r, w, sw, k, b):
@@ -154,14 +189,15 @@ def _k4_scales_py(words, r, w, sw, k, b):
     sw[k, 4 * b + 3] = ((u2 >> np.uint32(4)) & m4) | ((u1 >> np.uint32(2)) & m2)
 
 
-_k4_scales = _inline(_k4_scales_py)
+_k4_scales = _fn(_k4_scales_py)
 
 
 def _sub_sums_k_py(x, nb):
     """sxx[m, 16b + 8 + i] = sum of x[m] over sub-block i (32 values) of block b, zero at
     16b + i: laid out like the decoded (d*sc x8, dmin*m x8) vector of each block, so that the
     whole min term of a row is one dot product with it."""
-    sxx = np.zeros((x.shape[0], nb * 16), np.float32)
+    sxx = np.empty((x.shape[0], nb * 16), np.float32)
+    _zero(sxx)
     for m in range(x.shape[0]):
         for b in range(nb):
             for i in range(8):
@@ -172,14 +208,17 @@ def _sub_sums_k_py(x, nb):
     return sxx
 
 
-_sub_sums_k = _inline(_sub_sums_k_py)
+_sub_sums_k = _fn_fast(_sub_sums_k_py)
 
 
 def _small_gemv_py(gather, raw, x, out, table):
     """GEMV of a matrix of fewer than 8 rows: dequantized rows, plain dot products."""
     rows = raw.shape[0]
     buf = np.empty((rows, x.shape[1]), np.float32)
-    gather(raw, np.arange(rows), buf, table)
+    ids = np.empty(rows, np.int64)
+    for r in range(rows):
+        ids[r] = r
+    gather(raw, ids, buf, table)
     for m in range(x.shape[0]):
         for r in range(rows):
             a = np.float32(0)
@@ -216,7 +255,7 @@ def _q4_k_row_py(raw, r, buf, table):
                 buf[y + 32 + j] = d1 * np.float32(np.uint8(v >> np.uint8(4))) - n1
 
 
-_q4_k_row = _inline(_q4_k_row_py)
+_q4_k_row = _fn(_q4_k_row_py)
 
 
 def _q4_k_step_py(raw, r, acc, k, o, j, xl, xh, d0, d1):
@@ -226,7 +265,7 @@ def _q4_k_step_py(raw, r, acc, k, o, j, xl, xh, d0, d1):
                   + d1[k] * (np.float32(np.uint8(v >> np.uint8(4))) * xh))
 
 
-_q4_k_step = _inline(_q4_k_step_py)
+_q4_k_step = _fn_fast(_q4_k_step_py)
 
 
 def _q4_k_gemv(raw, x, out, table):
@@ -268,7 +307,7 @@ def _q4_k_gemv(raw, x, out, table):
             u0 = np.uint64(r0)
             for m in range(n_x):
                 um = np.uint64(m)
-                acc[:] = 0
+                _zero(acc)
                 for b in range(nb):
                     for p in range(4):
                         if m == 0 and p < 3:  # the next group's rows, while this group computes
@@ -294,7 +333,7 @@ def _q4_k_gemv(raw, x, out, table):
                     mt = np.float32(0)
                     for s in range(nb * 16):
                         mt += fl[k, s] * sxx[m, s]
-                    out[m, r0 + k] = acc[k].sum() - mt
+                    out[m, r0 + k] = _row_sum(acc, k) - mt
 
 
 def _q4_k_dequant_bf16(raw, out, table):
@@ -312,7 +351,7 @@ def _q4_k_gather(raw, ids, out, table):
 
 q4_k_gemv = _jit(_q4_k_gemv)
 q4_k_dequant_bf16 = _jit_exact(_q4_k_dequant_bf16)
-q4_k_gather = _njit_exact(_q4_k_gather)
+q4_k_gather = _fn(_q4_k_gather)
 
 
 # ------------------------------------------------------------------------------ Q5_K
@@ -345,7 +384,7 @@ def _q5_k_row_py(raw, r, buf, table):
                     (v >> np.uint8(4)) | (((h >> s1) & np.uint8(1)) << np.uint8(4)))) - n1
 
 
-_q5_k_row = _inline(_q5_k_row_py)
+_q5_k_row = _fn(_q5_k_row_py)
 
 
 def _q5_k_step_py(raw, r, acc, k, o, oh, j, m0, m1, xl, xh, d0, d1):
@@ -359,7 +398,7 @@ def _q5_k_step_py(raw, r, acc, k, o, oh, j, m0, m1, xl, xh, d0, d1):
     acc[k, j] += d0[k] * (np.float32(np.uint8(lo)) * xl) + d1[k] * (np.float32(np.uint8(hi)) * xh)
 
 
-_q5_k_step = _inline(_q5_k_step_py)
+_q5_k_step = _fn_fast(_q5_k_step_py)
 
 
 def _q5_k_gemv(raw, x, out, table):
@@ -402,7 +441,7 @@ def _q5_k_gemv(raw, x, out, table):
             u0 = np.uint64(r0)
             for m in range(n_x):
                 um = np.uint64(m)
-                acc[:] = 0
+                _zero(acc)
                 for b in range(nb):
                     for p in range(4):
                         if m == 0 and p < 3:  # the next group's rows, while this group computes
@@ -431,7 +470,7 @@ def _q5_k_gemv(raw, x, out, table):
                     mt = np.float32(0)
                     for s in range(nb * 16):
                         mt += fl[k, s] * sxx[m, s]
-                    out[m, r0 + k] = acc[k].sum() - mt
+                    out[m, r0 + k] = _row_sum(acc, k) - mt
 
 
 def _q5_k_dequant_bf16(raw, out, table):
@@ -451,7 +490,7 @@ def _q5_k_gather(raw, ids, out, table):
 
 q5_k_gemv = _jit(_q5_k_gemv)
 q5_k_dequant_bf16 = _jit_exact(_q5_k_dequant_bf16)
-q5_k_gather = _njit_exact(_q5_k_gather)
+q5_k_gather = _fn(_q5_k_gather)
 
 
 # ------------------------------------------------------------------------------ Q6_K
@@ -488,7 +527,7 @@ def _q6_k_row_py(raw, r, buf, table):
                         np.int64((c >> np.uint8(4)) | ((q >> np.uint8(6)) << np.uint8(4))) - 32))
 
 
-_q6_k_row = _inline(_q6_k_row_py)
+_q6_k_row = _fn(_q6_k_row_py)
 
 
 def _q6_k_step_py(raw, r, acc, k, o1, oh, j, x0, x1, x2, x3, c0, c1, c2, c3):
@@ -506,7 +545,7 @@ def _q6_k_step_py(raw, r, acc, k, o1, oh, j, x0, x1, x2, x3, c0, c1, c2, c3):
     acc[k, j] += (c0[k] * (v0 * x0) + c1[k] * (v1 * x1)) + (c2[k] * (v2 * x2) + c3[k] * (v3 * x3))
 
 
-_q6_k_step = _inline(_q6_k_step_py)
+_q6_k_step = _fn_fast(_q6_k_step_py)
 
 
 def _q6_k_gemv(raw, x, out, table):
@@ -549,7 +588,7 @@ def _q6_k_gemv(raw, x, out, table):
             # hide from LLVM that the loads are consecutive
             u0 = np.uint64(r0)
             for m in range(n_x):
-                acc[:] = 0
+                _zero(acc)
                 for b in range(nb):
                     for h in range(2):
                         for half in range(2):
@@ -587,7 +626,7 @@ def _q6_k_gemv(raw, x, out, table):
                                 _q6_k_step(raw, u0 + np.uint64(7), acc, np.uint64(7), o1, oh, j,
                                            x0, x1, x2, x3, c0, c1, c2, c3)
                 for k in range(k0, 8):
-                    out[m, r0 + k] = acc[k].sum()
+                    out[m, r0 + k] = _row_sum(acc, k)
 
 
 def _q6_k_dequant_bf16(raw, out, table):
@@ -607,7 +646,7 @@ def _q6_k_gather(raw, ids, out, table):
 
 q6_k_gemv = _jit(_q6_k_gemv)
 q6_k_dequant_bf16 = _jit_exact(_q6_k_dequant_bf16)
-q6_k_gather = _njit_exact(_q6_k_gather)
+q6_k_gather = _fn(_q6_k_gather)
 
 
 # ------------------------------------------------------------------------------ Q4_0
@@ -624,7 +663,7 @@ def _q4_0_row_py(raw, r, buf, table):
             buf[b * 32 + 16 + j] = d * np.float32(np.int8(np.int64(v >> np.uint8(4)) - 8))
 
 
-_q4_0_row = _inline(_q4_0_row_py)
+_q4_0_row = _fn(_q4_0_row_py)
 
 
 def _q4_0_step_py(raw, r, acc, k, o, j, xl, xh, dd):
@@ -635,7 +674,7 @@ def _q4_0_step_py(raw, r, acc, k, o, j, xl, xh, dd):
     acc[k, j] += dd[k] * (lo * xl + hi * xh)
 
 
-_q4_0_step = _inline(_q4_0_step_py)
+_q4_0_step = _fn_fast(_q4_0_step_py)
 
 
 def _q4_0_gemv(raw, x, out, table):
@@ -656,7 +695,7 @@ def _q4_0_gemv(raw, x, out, table):
             u0 = np.uint64(r0)
             for m in range(n_x):
                 um = np.uint64(m)
-                acc[:] = 0
+                _zero(acc)
                 for b in range(nb):
                     if m == 0:  # the next group's rows, while this group computes
                         for k in range(8):
@@ -677,7 +716,7 @@ def _q4_0_gemv(raw, x, out, table):
                         _q4_0_step(raw, u0 + np.uint64(6), acc, np.uint64(6), o, j, xl, xh, dd)
                         _q4_0_step(raw, u0 + np.uint64(7), acc, np.uint64(7), o, j, xl, xh, dd)
                 for k in range(k0, 8):
-                    out[m, r0 + k] = acc[k].sum()
+                    out[m, r0 + k] = _row_sum(acc, k)
 
 
 def _q4_0_dequant_bf16(raw, out, table):
@@ -696,7 +735,7 @@ def _q4_0_gather(raw, ids, out, table):
 
 q4_0_gemv = _jit(_q4_0_gemv)
 q4_0_dequant_bf16 = _jit_exact(_q4_0_dequant_bf16)
-q4_0_gather = _njit_exact(_q4_0_gather)
+q4_0_gather = _fn(_q4_0_gather)
 
 
 # ------------------------------------------------------------------------------ Q2_K
@@ -723,7 +762,7 @@ def _q2_k_row_py(raw, r, buf, table):
                         buf[y + j] = dl * np.float32(np.uint8((raw[r, q + j] >> sh) & np.uint8(3))) - ml
 
 
-_q2_k_row = _inline(_q2_k_row_py)
+_q2_k_row = _fn(_q2_k_row_py)
 
 
 def _q2_k_step_py(raw, r, acc, k, o, j, x0, x1, x2, x3, c0, c1, c2, c3):
@@ -736,7 +775,7 @@ def _q2_k_step_py(raw, r, acc, k, o, j, x0, x1, x2, x3, c0, c1, c2, c3):
     acc[k, j] += (c0[k] * (v0 * x0) + c1[k] * (v1 * x1)) + (c2[k] * (v2 * x2) + c3[k] * (v3 * x3))
 
 
-_q2_k_step = _inline(_q2_k_step_py)
+_q2_k_step = _fn_fast(_q2_k_step_py)
 
 
 def _q2_k_gemv(raw, x, out, table):
@@ -747,7 +786,8 @@ def _q2_k_gemv(raw, x, out, table):
         _small_gemv(q2_k_gather, raw, x, out, table)
         return
     # sxx[m, 32b + 16 + s] = sum of x over sub-block s (16 values) of block b, zero at 32b + s
-    sxx = np.zeros((n_x, nb * 32), np.float32)
+    sxx = np.empty((n_x, nb * 32), np.float32)
+    _zero(sxx)
     for m in range(n_x):
         for s in range(nb * 16):
             a = np.float32(0)
@@ -790,7 +830,7 @@ def _q2_k_gemv(raw, x, out, table):
             u0 = np.uint64(r0)
             for m in range(n_x):
                 um = np.uint64(m)
-                acc[:] = 0
+                _zero(acc)
                 for b in range(nb):
                     for h in range(2):
                         for half in range(2):
@@ -829,7 +869,7 @@ def _q2_k_gemv(raw, x, out, table):
                     mt = np.float32(0)
                     for s in range(nb * 32):
                         mt += fl[k, s] * sxx[m, s]
-                    out[m, r0 + k] = acc[k].sum() - mt
+                    out[m, r0 + k] = _row_sum(acc, k) - mt
 
 
 def _q2_k_dequant_bf16(raw, out, table):
@@ -848,7 +888,7 @@ def _q2_k_gather(raw, ids, out, table):
 
 q2_k_gemv = _jit(_q2_k_gemv)
 q2_k_dequant_bf16 = _jit_exact(_q2_k_dequant_bf16)
-q2_k_gather = _njit_exact(_q2_k_gather)
+q2_k_gather = _fn(_q2_k_gather)
 
 
 # ------------------------------------------------------------------------------ Q3_K
@@ -871,7 +911,7 @@ def _q3_k_scales_py(halves, r, w, sw, k, b):
     sw[k, 4 * b + 3] = ((a1 >> np.uint32(4)) & m4) | (((t >> np.uint32(6)) & m2) << np.uint32(4))
 
 
-_q3_k_scales = _inline(_q3_k_scales_py)
+_q3_k_scales = _fn(_q3_k_scales_py)
 
 
 def _q3_k_row_py(raw, r, buf, table):
@@ -896,7 +936,7 @@ def _q3_k_row_py(raw, r, buf, table):
                         buf[y + j] = dl * np.float32(np.int8(np.int64(lo | hi) - 4))
 
 
-_q3_k_row = _inline(_q3_k_row_py)
+_q3_k_row = _fn(_q3_k_row_py)
 
 
 def _q3_k_step_py(raw, r, acc, k, o, oh, j, h, x0, x1, x2, x3, c0, c1, c2, c3):
@@ -911,7 +951,7 @@ def _q3_k_step_py(raw, r, acc, k, o, oh, j, h, x0, x1, x2, x3, c0, c1, c2, c3):
     acc[k, j] += (c0[k] * (v0 * x0) + c1[k] * (v1 * x1)) + (c2[k] * (v2 * x2) + c3[k] * (v3 * x3))
 
 
-_q3_k_step = _inline(_q3_k_step_py)
+_q3_k_step = _fn_fast(_q3_k_step_py)
 
 
 def _q3_k_gemv(raw, x, out, table):
@@ -951,7 +991,7 @@ def _q3_k_gemv(raw, x, out, table):
             u0 = np.uint64(r0)
             for m in range(n_x):
                 um = np.uint64(m)
-                acc[:] = 0
+                _zero(acc)
                 for b in range(nb):
                     for h in range(2):
                         for half in range(2):
@@ -989,7 +1029,7 @@ def _q3_k_gemv(raw, x, out, table):
                                 _q3_k_step(raw, u0 + np.uint64(7), acc, np.uint64(7), o, oh, j, h,
                                            x0, x1, x2, x3, c0, c1, c2, c3)
                 for k in range(k0, 8):
-                    out[m, r0 + k] = acc[k].sum()
+                    out[m, r0 + k] = _row_sum(acc, k)
 
 
 def _q3_k_dequant_bf16(raw, out, table):
@@ -1008,7 +1048,7 @@ def _q3_k_gather(raw, ids, out, table):
 
 q3_k_gemv = _jit(_q3_k_gemv)
 q3_k_dequant_bf16 = _jit_exact(_q3_k_dequant_bf16)
-q3_k_gather = _njit_exact(_q3_k_gather)
+q3_k_gather = _fn(_q3_k_gather)
 
 
 if numba is not None:

@@ -19,7 +19,9 @@ from s2studio.engine import qkernels, qkernels_k  # noqa: E402,F401
 from s2studio.engine.qmatrix import QuantMatrix  # noqa: E402
 
 GT = gguf.GGMLQuantizationType
-TYPES = ["Q4_K", "Q5_K", "Q6_K", "Q4_0", "Q3_K", "Q2_K"]
+# Each type's first run compiles its three kernels (~5 s, then cached on disk): the types
+# beyond the main three are marked slow so that a quick run (-m "not slow") skips them.
+TYPES = ["Q4_K", "Q5_K", "Q6_K"] + [pytest.param(t, marks=pytest.mark.slow) for t in ("Q4_0", "Q3_K", "Q2_K")]
 # Byte offsets of the float16 (super-)block scales (d, and dmin where present) in each block.
 SCALE_OFFSETS = {"Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,), "Q4_0": (0,), "Q3_K": (108,),
                  "Q2_K": (80, 82)}
@@ -129,6 +131,22 @@ def test_quant_matrix_round_trip(qtype):
     assert torch.equal(w[torch.tensor(3)], torch.from_numpy(deq[3]))
     with pytest.raises(IndexError):
         w.rows(torch.tensor([rows]))
+
+
+@pytest.mark.slow  # compiles the kernels once more, for read-only arrays
+def test_read_only_blocks_as_from_a_memory_mapped_file():
+    """The engine's blocks are a read-only memory map: numba compiles separate versions."""
+    rows, cols = 21, 512
+    raw = random_blocks("Q4_K", rows, cols, 8)
+    raw.setflags(write=False)
+    deq = reference("Q4_K", raw, cols)
+    w = QuantMatrix("Q4_K", raw, (rows, cols))
+    x = torch.randn(2, cols, generator=torch.Generator().manual_seed(1))
+    want = x.double() @ torch.from_numpy(deq).double().T
+    assert (w.matmul_t(x).double() - want).abs().max() <= GEMV_REL * want.abs().max()
+    assert torch.equal(w.rows(torch.tensor([20, 2])), torch.from_numpy(deq[[20, 2]]))
+    assert torch.equal(w.dequantize_bf16().view(torch.int16),
+                       torch.from_numpy(bf16_bits(deq).view(np.int16)))
 
 
 def test_block_shape_is_checked(qtype):

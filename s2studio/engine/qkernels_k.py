@@ -294,7 +294,10 @@ def _q4_k_gemv(raw, x, out, table):
             k0 = g * 8 - r0  # and writes only its own rows
             for k in range(8):
                 r = r0 + k
+                rf = min(r + 16, rows - 1)
                 for b in range(nb):
+                    _prefetch(raw, rf, b * 144)  # also keeps LLVM from vectorizing this loop
+                    # over b with gathers and scatters (slower on the CPUs tried)
                     _k4_scales(words, r, b * 36 + 1, sw, k, b)
                     hd = bits[halves[r, b * 72]]
                     hm = bits[halves[r, b * 72 + 1]]
@@ -428,7 +431,10 @@ def _q5_k_gemv(raw, x, out, table):
             k0 = g * 8 - r0
             for k in range(8):
                 r = r0 + k
+                rf = min(r + 16, rows - 1)
                 for b in range(nb):
+                    _prefetch(raw, rf, b * 176)  # also keeps LLVM from vectorizing this loop
+                    # over b with gathers and scatters (slower on the CPUs tried)
                     _k4_scales(words, r, b * 44 + 1, sw, k, b)
                     hd = bits[halves[r, b * 88]]
                     hm = bits[halves[r, b * 88 + 1]]
@@ -575,7 +581,10 @@ def _q6_k_gemv(raw, x, out, table):
             k0 = g * 8 - r0
             for k in range(8):
                 r = r0 + k
+                rf = min(r + 16, rows - 1)
                 for b in range(nb):
+                    _prefetch(raw, rf, b * 210)  # also keeps LLVM from vectorizing this loop
+                    # over b with gathers and scatters (slower on the CPUs tried)
                     for i in range(8):
                         hw[k, b * 8 + i] = halves[r, b * 105 + 96 + i]
                     hd = bits[halves[r, b * 105 + 104]]
@@ -814,7 +823,10 @@ def _q2_k_gemv(raw, x, out, table):
             k0 = g * 8 - r0  # and writes only its own rows
             for k in range(8):
                 r = r0 + k
+                rf = min(r + 16, rows - 1)
                 for b in range(nb):
+                    _prefetch(raw, rf, b * 84)  # also keeps LLVM from vectorizing this loop
+                    # over b with gathers and scatters (slower on the CPUs tried)
                     for i in range(4):
                         w = words[r, b * 21 + i]
                         sw[k, b * 8 + i] = w & np.uint32(0x0F0F0F0F)
@@ -980,7 +992,10 @@ def _q3_k_gemv(raw, x, out, table):
             k0 = g * 8 - r0  # and writes only its own rows
             for k in range(8):
                 r = r0 + k
+                rf = min(r + 16, rows - 1)
                 for b in range(nb):
+                    _prefetch(raw, rf, b * 110)  # also keeps LLVM from vectorizing this loop
+                    # over b with gathers and scatters (slower on the CPUs tried)
                     _q3_k_scales(halves, r, b * 55 + 48, sw, k, b)
                     hd = bits[halves[r, b * 55 + 54]]
                     for i in range(8):

@@ -62,7 +62,8 @@ if numba is not None:
             i32 = _ir.IntType(32)
             fnty = _ir.FunctionType(_ir.VoidType(), [ptr.type, i32, i32, i32])
             fn = _cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-            builder.call(fn, [ptr, _ir.Constant(i32, 0), _ir.Constant(i32, 3), _ir.Constant(i32, 1)])
+            rw, locality, data = (_ir.Constant(i32, v) for v in (0, 3, 1))
+            builder.call(fn, [ptr, rw, locality, data])
             return context.get_dummy_value()
         return _types.none(arr, i, j), codegen
 
@@ -138,6 +139,11 @@ def _splat2_py(d64, k, i, bits):
     d64[k, i] = v | (v << np.uint64(32))
 
 
+def _s8_py(v, off):
+    """float32 of ``v - off`` as an 8-bit integer (v is an unpacked quant, off its offset)."""
+    return np.float32(np.int8(np.int64(v) - off))
+
+
 def _zero_py(a):
     for i in range(a.shape[0]):
         for j in range(a.shape[1]):
@@ -156,6 +162,7 @@ def _row_sum_py(a, i):
 _zero = _fn(_zero_py)
 _row_sum = _fn_fast(_row_sum_py)
 _bf16_row = _fn(_bf16_row_py)
+_s8 = _fn(_s8_py)
 _f16 = _fn(_f16_py)
 _splat2 = _fn(_splat2_py)
 
@@ -325,13 +332,20 @@ def _q4_k_gemv(raw, x, out, table):
                             xl = x[um, xo + j]
                             xh = x[um, xo + np.uint64(32) + j]
                             _q4_k_step(raw, u0, acc, np.uint64(0), o, j, xl, xh, d0, d1)
-                            _q4_k_step(raw, u0 + np.uint64(1), acc, np.uint64(1), o, j, xl, xh, d0, d1)
-                            _q4_k_step(raw, u0 + np.uint64(2), acc, np.uint64(2), o, j, xl, xh, d0, d1)
-                            _q4_k_step(raw, u0 + np.uint64(3), acc, np.uint64(3), o, j, xl, xh, d0, d1)
-                            _q4_k_step(raw, u0 + np.uint64(4), acc, np.uint64(4), o, j, xl, xh, d0, d1)
-                            _q4_k_step(raw, u0 + np.uint64(5), acc, np.uint64(5), o, j, xl, xh, d0, d1)
-                            _q4_k_step(raw, u0 + np.uint64(6), acc, np.uint64(6), o, j, xl, xh, d0, d1)
-                            _q4_k_step(raw, u0 + np.uint64(7), acc, np.uint64(7), o, j, xl, xh, d0, d1)
+                            _q4_k_step(raw, u0 + np.uint64(1), acc, np.uint64(1), o, j, xl, xh, d0,
+                                       d1)
+                            _q4_k_step(raw, u0 + np.uint64(2), acc, np.uint64(2), o, j, xl, xh, d0,
+                                       d1)
+                            _q4_k_step(raw, u0 + np.uint64(3), acc, np.uint64(3), o, j, xl, xh, d0,
+                                       d1)
+                            _q4_k_step(raw, u0 + np.uint64(4), acc, np.uint64(4), o, j, xl, xh, d0,
+                                       d1)
+                            _q4_k_step(raw, u0 + np.uint64(5), acc, np.uint64(5), o, j, xl, xh, d0,
+                                       d1)
+                            _q4_k_step(raw, u0 + np.uint64(6), acc, np.uint64(6), o, j, xl, xh, d0,
+                                       d1)
+                            _q4_k_step(raw, u0 + np.uint64(7), acc, np.uint64(7), o, j, xl, xh, d0,
+                                       d1)
                 for k in range(k0, 8):
                     mt = np.float32(0)
                     for s in range(nb * 16):
@@ -465,13 +479,20 @@ def _q5_k_gemv(raw, x, out, table):
                             xl = x[um, xo + j]
                             xh = x[um, xo + np.uint64(32) + j]
                             _q5_k_step(raw, u0, acc, np.uint64(0), o, oh, j, m0, m1, xl, xh, d0, d1)
-                            _q5_k_step(raw, u0 + np.uint64(1), acc, np.uint64(1), o, oh, j, m0, m1, xl, xh, d0, d1)
-                            _q5_k_step(raw, u0 + np.uint64(2), acc, np.uint64(2), o, oh, j, m0, m1, xl, xh, d0, d1)
-                            _q5_k_step(raw, u0 + np.uint64(3), acc, np.uint64(3), o, oh, j, m0, m1, xl, xh, d0, d1)
-                            _q5_k_step(raw, u0 + np.uint64(4), acc, np.uint64(4), o, oh, j, m0, m1, xl, xh, d0, d1)
-                            _q5_k_step(raw, u0 + np.uint64(5), acc, np.uint64(5), o, oh, j, m0, m1, xl, xh, d0, d1)
-                            _q5_k_step(raw, u0 + np.uint64(6), acc, np.uint64(6), o, oh, j, m0, m1, xl, xh, d0, d1)
-                            _q5_k_step(raw, u0 + np.uint64(7), acc, np.uint64(7), o, oh, j, m0, m1, xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(1), acc, np.uint64(1), o, oh, j, m0, m1,
+                                       xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(2), acc, np.uint64(2), o, oh, j, m0, m1,
+                                       xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(3), acc, np.uint64(3), o, oh, j, m0, m1,
+                                       xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(4), acc, np.uint64(4), o, oh, j, m0, m1,
+                                       xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(5), acc, np.uint64(5), o, oh, j, m0, m1,
+                                       xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(6), acc, np.uint64(6), o, oh, j, m0, m1,
+                                       xl, xh, d0, d1)
+                            _q5_k_step(raw, u0 + np.uint64(7), acc, np.uint64(7), o, oh, j, m0, m1,
+                                       xl, xh, d0, d1)
                 for k in range(k0, 8):
                     mt = np.float32(0)
                     for s in range(nb * 16):
@@ -523,14 +544,14 @@ def _q6_k_row_py(raw, r, buf, table):
                     a = raw[r, ql + j]
                     c = raw[r, ql + 32 + j]
                     q = raw[r, qh + j]
-                    buf[y + j] = c0 * np.float32(np.int8(
-                        np.int64((a & np.uint8(15)) | ((q & np.uint8(3)) << np.uint8(4))) - 32))
-                    buf[y + 32 + j] = c1 * np.float32(np.int8(
-                        np.int64((c & np.uint8(15)) | (((q >> np.uint8(2)) & np.uint8(3)) << np.uint8(4))) - 32))
-                    buf[y + 64 + j] = c2 * np.float32(np.int8(
-                        np.int64((a >> np.uint8(4)) | (((q >> np.uint8(4)) & np.uint8(3)) << np.uint8(4))) - 32))
-                    buf[y + 96 + j] = c3 * np.float32(np.int8(
-                        np.int64((c >> np.uint8(4)) | ((q >> np.uint8(6)) << np.uint8(4))) - 32))
+                    h0 = (q & np.uint8(3)) << np.uint8(4)
+                    h1 = ((q >> np.uint8(2)) & np.uint8(3)) << np.uint8(4)
+                    h2 = ((q >> np.uint8(4)) & np.uint8(3)) << np.uint8(4)
+                    h3 = (q >> np.uint8(6)) << np.uint8(4)
+                    buf[y + j] = c0 * _s8((a & np.uint8(15)) | h0, 32)
+                    buf[y + 32 + j] = c1 * _s8((c & np.uint8(15)) | h1, 32)
+                    buf[y + 64 + j] = c2 * _s8((a >> np.uint8(4)) | h2, 32)
+                    buf[y + 96 + j] = c3 * _s8((c >> np.uint8(4)) | h3, 32)
 
 
 _q6_k_row = _fn(_q6_k_row_py)
@@ -542,12 +563,14 @@ def _q6_k_step_py(raw, r, acc, k, o1, oh, j, x0, x1, x2, x3, c0, c1, c2, c3):
     a = raw[r, o1 + j]
     c = raw[r, o1 + np.uint64(32) + j]
     q = raw[r, oh + j]
-    v0 = np.float32(np.int8(np.int64((a & np.uint8(15)) | ((q & np.uint8(3)) << np.uint8(4))) - 32))
-    v1 = np.float32(np.int8(np.int64(
-        (c & np.uint8(15)) | (((q >> np.uint8(2)) & np.uint8(3)) << np.uint8(4))) - 32))
-    v2 = np.float32(np.int8(np.int64(
-        (a >> np.uint8(4)) | (((q >> np.uint8(4)) & np.uint8(3)) << np.uint8(4))) - 32))
-    v3 = np.float32(np.int8(np.int64((c >> np.uint8(4)) | ((q >> np.uint8(6)) << np.uint8(4))) - 32))
+    h0 = (q & np.uint8(3)) << np.uint8(4)
+    h1 = ((q >> np.uint8(2)) & np.uint8(3)) << np.uint8(4)
+    h2 = ((q >> np.uint8(4)) & np.uint8(3)) << np.uint8(4)
+    h3 = (q >> np.uint8(6)) << np.uint8(4)
+    v0 = _s8((a & np.uint8(15)) | h0, 32)
+    v1 = _s8((c & np.uint8(15)) | h1, 32)
+    v2 = _s8((a >> np.uint8(4)) | h2, 32)
+    v3 = _s8((c >> np.uint8(4)) | h3, 32)
     acc[k, j] += (c0[k] * (v0 * x0) + c1[k] * (v1 * x1)) + (c2[k] * (v2 * x2) + c3[k] * (v3 * x3))
 
 
@@ -602,8 +625,9 @@ def _q6_k_gemv(raw, x, out, table):
                     for h in range(2):
                         for half in range(2):
                             if m == 0:  # the next group's rows, while this group computes
+                                line = b * 210 + h * 128 + half * 64
                                 for k in range(8):
-                                    _prefetch(raw, min(r0 + 8 + k, rows - 1), b * 210 + h * 128 + half * 64)
+                                    _prefetch(raw, min(r0 + 8 + k, rows - 1), line)
                             s = b * 16 + h * 8 + half
                             for k in range(8):
                                 c0[k] = fl[k, s]
@@ -619,7 +643,8 @@ def _q6_k_gemv(raw, x, out, table):
                                 x1 = x[um, xo + np.uint64(32) + j]
                                 x2 = x[um, xo + np.uint64(64) + j]
                                 x3 = x[um, xo + np.uint64(96) + j]
-                                _q6_k_step(raw, u0, acc, np.uint64(0), o1, oh, j, x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q6_k_step(raw, u0, acc, np.uint64(0), o1, oh, j, x0, x1, x2, x3,
+                                           c0, c1, c2, c3)
                                 _q6_k_step(raw, u0 + np.uint64(1), acc, np.uint64(1), o1, oh, j,
                                            x0, x1, x2, x3, c0, c1, c2, c3)
                                 _q6_k_step(raw, u0 + np.uint64(2), acc, np.uint64(2), o1, oh, j,
@@ -862,7 +887,8 @@ def _q2_k_gemv(raw, x, out, table):
                                 x1 = x[um, xo + np.uint64(32) + j]
                                 x2 = x[um, xo + np.uint64(64) + j]
                                 x3 = x[um, xo + np.uint64(96) + j]
-                                _q2_k_step(raw, u0, acc, np.uint64(0), o, j, x0, x1, x2, x3, c0, c1, c2, c3)
+                                _q2_k_step(raw, u0, acc, np.uint64(0), o, j, x0, x1, x2, x3, c0,
+                                           c1, c2, c3)
                                 _q2_k_step(raw, u0 + np.uint64(1), acc, np.uint64(1), o, j,
                                            x0, x1, x2, x3, c0, c1, c2, c3)
                                 _q2_k_step(raw, u0 + np.uint64(2), acc, np.uint64(2), o, j,
@@ -956,10 +982,10 @@ def _q3_k_step_py(raw, r, acc, k, o, oh, j, h, x0, x1, x2, x3, c0, c1, c2, c3):
     v = raw[r, o + j]
     hm = raw[r, oh + j]
     hh = np.uint8(hm >> np.uint8(4)) if h else hm  # two constant shifts rather than one variable
-    v0 = np.float32(np.int8(np.int64((v & np.uint8(3)) | ((hh & np.uint8(1)) << np.uint8(2))) - 4))
-    v1 = np.float32(np.int8(np.int64(((v >> np.uint8(2)) & np.uint8(3)) | ((hh & np.uint8(2)) << np.uint8(1))) - 4))
-    v2 = np.float32(np.int8(np.int64(((v >> np.uint8(4)) & np.uint8(3)) | (hh & np.uint8(4))) - 4))
-    v3 = np.float32(np.int8(np.int64((v >> np.uint8(6)) | ((hh & np.uint8(8)) >> np.uint8(1))) - 4))
+    v0 = _s8((v & np.uint8(3)) | ((hh & np.uint8(1)) << np.uint8(2)), 4)
+    v1 = _s8(((v >> np.uint8(2)) & np.uint8(3)) | ((hh & np.uint8(2)) << np.uint8(1)), 4)
+    v2 = _s8(((v >> np.uint8(4)) & np.uint8(3)) | (hh & np.uint8(4)), 4)
+    v3 = _s8((v >> np.uint8(6)) | ((hh & np.uint8(8)) >> np.uint8(1)), 4)
     acc[k, j] += (c0[k] * (v0 * x0) + c1[k] * (v1 * x1)) + (c2[k] * (v2 * x2) + c3[k] * (v3 * x3))
 
 

@@ -15,7 +15,7 @@ import torch
 
 pytest.importorskip("numba")
 
-from s2studio.engine import qkernels, qkernels_k  # noqa: E402,F401
+from s2studio.engine import qkernels, qkernels_k  # noqa: E402
 from s2studio.engine.qmatrix import QuantMatrix  # noqa: E402
 
 GT = gguf.GGMLQuantizationType
@@ -60,6 +60,7 @@ def qtype(request):
 
 def test_registered_with_the_gguf_block_sizes(qtype):
     kern = qkernels.KERNELS[qtype]
+    assert kern.gemv is getattr(qkernels_k, f"{qtype.lower()}_gemv")
     assert (kern.block_elems, kern.block_bytes) == gguf.GGML_QUANT_SIZES[GT[qtype]]
 
 

@@ -688,13 +688,17 @@ q6_k_gather = _fn(_q6_k_gather)
 # j + 16 the high one. value = d * (q - 8).
 
 def _q4_0_row_py(raw, r, buf, table):
-    for b in range(buf.shape[0] // 32):
+    nb = buf.shape[0] // 32
+    # 16, computed so that LLVM does not know it: a loop known to run 16 times is unrolled and
+    # stays scalar (numba has no SLP vectorizer), this one is vectorized
+    n16 = buf.shape[0] // max(nb, 1) // 2
+    for b in range(nb):
         o = b * 18
         d = _f16(raw, r, o, table)
-        for j in range(16):
+        for j in range(n16):
             v = raw[r, o + 2 + j]
-            buf[b * 32 + j] = d * np.float32(np.int8(np.int64(v & np.uint8(15)) - 8))
-            buf[b * 32 + 16 + j] = d * np.float32(np.int8(np.int64(v >> np.uint8(4)) - 8))
+            buf[b * 32 + j] = d * _s8(v & np.uint8(15), 8)
+            buf[b * 32 + 16 + j] = d * _s8(v >> np.uint8(4), 8)
 
 
 _q4_0_row = _fn(_q4_0_row_py)
@@ -784,16 +788,24 @@ def _q2_k_row_py(raw, r, buf, table):
         d = _f16(raw, r, o + 80, table)
         dmin = _f16(raw, r, o + 82, table)
         for h in range(2):
-            for u in range(4):
-                sh = np.uint8(2 * u)
-                for half in range(2):
-                    sc = raw[r, o + h * 8 + u * 2 + half]
-                    dl = d * np.float32(sc & np.uint8(15))
-                    ml = dmin * np.float32(sc >> np.uint8(4))
-                    q = o + 16 + h * 32 + half * 16
-                    y = b * 256 + h * 128 + u * 32 + half * 16
-                    for j in range(16):
-                        buf[y + j] = dl * np.float32(np.uint8((raw[r, q + j] >> sh) & np.uint8(3))) - ml
+            for half in range(2):
+                s = o + h * 8 + half  # scale byte of value u: s + 2u
+                d0 = d * np.float32(raw[r, s] & np.uint8(15))
+                d1 = d * np.float32(raw[r, s + 2] & np.uint8(15))
+                d2 = d * np.float32(raw[r, s + 4] & np.uint8(15))
+                d3 = d * np.float32(raw[r, s + 6] & np.uint8(15))
+                m0 = dmin * np.float32(raw[r, s] >> np.uint8(4))
+                m1 = dmin * np.float32(raw[r, s + 2] >> np.uint8(4))
+                m2 = dmin * np.float32(raw[r, s + 4] >> np.uint8(4))
+                m3 = dmin * np.float32(raw[r, s + 6] >> np.uint8(4))
+                q = o + 16 + h * 32 + half * 16
+                y = b * 256 + h * 128 + half * 16
+                for j in range(16):
+                    v = raw[r, q + j]
+                    buf[y + j] = d0 * np.float32(np.uint8(v & np.uint8(3))) - m0
+                    buf[y + 32 + j] = d1 * np.float32(np.uint8((v >> np.uint8(2)) & np.uint8(3))) - m1
+                    buf[y + 64 + j] = d2 * np.float32(np.uint8((v >> np.uint8(4)) & np.uint8(3))) - m2
+                    buf[y + 96 + j] = d3 * np.float32(np.uint8(v >> np.uint8(6))) - m3
 
 
 _q2_k_row = _fn(_q2_k_row_py)
@@ -961,17 +973,23 @@ def _q3_k_row_py(raw, r, buf, table):
         d = _f16(raw, r, o + 108, table)
         _q3_k_scales(halves, r, b * 55 + 48, sw, 0, 0)
         for h in range(2):
-            for u in range(4):
-                sh = np.uint8(2 * u)
-                hb = np.uint8(4 * h + u)
-                for half in range(2):
-                    dl = d * np.float32(np.int64(sb[0, h * 8 + u * 2 + half]) - 32)
-                    q = o + 32 + h * 32 + half * 16
-                    y = b * 256 + h * 128 + u * 32 + half * 16
-                    for j in range(16):
-                        lo = (raw[r, q + j] >> sh) & np.uint8(3)
-                        hi = ((raw[r, o + half * 16 + j] >> hb) & np.uint8(1)) << np.uint8(2)
-                        buf[y + j] = dl * np.float32(np.int8(np.int64(lo | hi) - 4))
+            for half in range(2):
+                s = h * 8 + half  # scale of value u: s + 2u
+                d0 = d * np.float32(np.int64(sb[0, s]) - 32)
+                d1 = d * np.float32(np.int64(sb[0, s + 2]) - 32)
+                d2 = d * np.float32(np.int64(sb[0, s + 4]) - 32)
+                d3 = d * np.float32(np.int64(sb[0, s + 6]) - 32)
+                q = o + 32 + h * 32 + half * 16
+                y = b * 256 + h * 128 + half * 16
+                for j in range(16):
+                    v = raw[r, q + j]
+                    hm = raw[r, o + half * 16 + j]
+                    hh = np.uint8(hm >> np.uint8(4)) if h else hm
+                    buf[y + j] = d0 * _s8((v & np.uint8(3)) | ((hh & np.uint8(1)) << np.uint8(2)), 4)
+                    buf[y + 32 + j] = d1 * _s8(
+                        ((v >> np.uint8(2)) & np.uint8(3)) | ((hh & np.uint8(2)) << np.uint8(1)), 4)
+                    buf[y + 64 + j] = d2 * _s8(((v >> np.uint8(4)) & np.uint8(3)) | (hh & np.uint8(4)), 4)
+                    buf[y + 96 + j] = d3 * _s8((v >> np.uint8(6)) | ((hh & np.uint8(8)) >> np.uint8(1)), 4)
 
 
 _q3_k_row = _fn(_q3_k_row_py)

@@ -390,15 +390,15 @@ def _q5_k_row_py(raw, r, buf, table):
             n1 = dmin * np.float32(m1)
             q = o + 48 + p * 32
             y = b * 256 + p * 64
-            s0 = np.uint8(2 * p)
-            s1 = np.uint8(2 * p + 1)
+            b0 = np.uint8(1 << (2 * p))
+            b1 = np.uint8(2 << (2 * p))
             for j in range(32):
                 v = raw[r, q + j]
                 h = raw[r, o + 16 + j]
-                buf[y + j] = d0 * np.float32(np.uint8(
-                    (v & np.uint8(15)) | (((h >> s0) & np.uint8(1)) << np.uint8(4)))) - n0
-                buf[y + 32 + j] = d1 * np.float32(np.uint8(
-                    (v >> np.uint8(4)) | (((h >> s1) & np.uint8(1)) << np.uint8(4)))) - n1
+                lo = (v & np.uint8(15)) | (np.uint8(16) if np.uint8(h & b0) != np.uint8(0) else np.uint8(0))
+                hi = (v >> np.uint8(4)) | (np.uint8(16) if np.uint8(h & b1) != np.uint8(0) else np.uint8(0))
+                buf[y + j] = d0 * np.float32(np.uint8(lo)) - n0
+                buf[y + 32 + j] = d1 * np.float32(np.uint8(hi)) - n1
 
 
 _q5_k_row = _fn(_q5_k_row_py)

@@ -266,7 +266,8 @@ _q4_k_row = _fn(_q4_k_row_py)
 
 
 def _q4_k_step_py(raw, r, acc, k, o, j, xl, xh, d0, d1):
-    """One weight row of the Q4_K GEMV inner loop (inlined 8 times, see _q6_k_step)."""
+    """One weight row of the Q4_K GEMV inner loop (called for each of the 8 rows; LLVM
+    inlines it)."""
     v = raw[r, o + j]
     acc[k, j] += (d0[k] * (np.float32(np.uint8(v & np.uint8(15))) * xl)
                   + d1[k] * (np.float32(np.uint8(v >> np.uint8(4))) * xh))
@@ -405,9 +406,9 @@ _q5_k_row = _fn(_q5_k_row_py)
 
 
 def _q5_k_step_py(raw, r, acc, k, o, oh, j, m0, m1, xl, xh, d0, d1):
-    """One weight row of the Q5_K GEMV inner loop (inlined 8 times, see _q6_k_step). The 5th
-    bits are tested with masks rather than shifted by 2p: a variable shift would make LLVM
-    widen the whole loop to 64-bit lanes."""
+    """One weight row of the Q5_K GEMV inner loop (called for each of the 8 rows; LLVM
+    inlines it). The 5th bits are tested with masks rather than shifted by 2p: a variable
+    shift would make LLVM widen the whole loop to 64-bit lanes."""
     v = raw[r, o + j]
     h = raw[r, oh + j]
     lo = (v & np.uint8(15)) | (np.uint8(16) if np.uint8(h & m0) != np.uint8(0) else np.uint8(0))
@@ -558,8 +559,8 @@ _q6_k_row = _fn(_q6_k_row_py)
 
 
 def _q6_k_step_py(raw, r, acc, k, o1, oh, j, x0, x1, x2, x3, c0, c1, c2, c3):
-    """One weight row of the Q6_K GEMV inner loop (inlined 8 times: LLVM does not unroll a
-    loop over rows with a body this large, and would then vectorize across rows)."""
+    """One weight row of the Q6_K GEMV inner loop (called for each of the 8 rows, inlined by
+    LLVM: it does not unroll a loop over rows with a body this large by itself)."""
     a = raw[r, o1 + j]
     c = raw[r, o1 + np.uint64(32) + j]
     q = raw[r, oh + j]
@@ -705,7 +706,8 @@ _q4_0_row = _fn(_q4_0_row_py)
 
 
 def _q4_0_step_py(raw, r, acc, k, o, j, xl, xh, dd):
-    """One weight row of the Q4_0 GEMV inner loop (inlined 8 times, see _q6_k_step)."""
+    """One weight row of the Q4_0 GEMV inner loop (called for each of the 8 rows; LLVM
+    inlines it)."""
     v = raw[r, o + j]
     lo = np.float32(np.int8(np.int64(v & np.uint8(15)) - 8))
     hi = np.float32(np.int8(np.int64(v >> np.uint8(4)) - 8))
@@ -812,7 +814,8 @@ _q2_k_row = _fn(_q2_k_row_py)
 
 
 def _q2_k_step_py(raw, r, acc, k, o, j, x0, x1, x2, x3, c0, c1, c2, c3):
-    """One weight row of the Q2_K GEMV inner loop (inlined 8 times, see _q6_k_step)."""
+    """One weight row of the Q2_K GEMV inner loop (called for each of the 8 rows; LLVM
+    inlines it)."""
     v = raw[r, o + j]
     v0 = np.float32(np.uint8(v & np.uint8(3)))
     v1 = np.float32(np.uint8((v >> np.uint8(2)) & np.uint8(3)))
@@ -996,7 +999,8 @@ _q3_k_row = _fn(_q3_k_row_py)
 
 
 def _q3_k_step_py(raw, r, acc, k, o, oh, j, h, x0, x1, x2, x3, c0, c1, c2, c3):
-    """One weight row of the Q3_K GEMV inner loop (inlined 8 times, see _q6_k_step)."""
+    """One weight row of the Q3_K GEMV inner loop (called for each of the 8 rows; LLVM
+    inlines it)."""
     v = raw[r, o + j]
     hm = raw[r, oh + j]
     hh = np.uint8(hm >> np.uint8(4)) if h else hm  # two constant shifts rather than one variable

@@ -318,6 +318,38 @@ class GGUFFile:
             return out.reshape(info.shape).to(device)
         return torch.from_numpy(self.array(name)).to(device=device, dtype=dtype)
 
+    def shares_map(self, arr: np.ndarray) -> bool:
+        """Whether ``arr`` may be a view of the file's memory map (rather than a copy)."""
+        data = getattr(self._reader, "data", None)
+        return data is not None and bool(np.may_share_memory(arr, data))
+
+    def drop_resident(self, names) -> int:
+        """Tell the OS that this process is done with these tensors' bytes in the memory map
+        (after copying them, e.g. the codec's F16 weights into float32): their pages leave our
+        resident set (the page cache keeps them). Returns the bytes released; 0 where the
+        platform has no madvise (Windows)."""
+        import mmap as _mmap
+
+        mm = getattr(getattr(self._reader, "data", None), "_mmap", None)
+        if mm is None or not hasattr(mm, "madvise") or not hasattr(_mmap, "MADV_DONTNEED"):
+            return 0
+        page = _mmap.PAGESIZE
+        spans = sorted((t.data_offset, t.data_offset + t.n_bytes) for n in names
+                       if (t := self._reader_tensors.get(n)) is not None)
+        merged: list[list[int]] = []
+        for a, b in spans:
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        released = 0
+        for a, b in merged:
+            a, b = -(-a // page) * page, b // page * page  # whole pages inside the span only
+            if b > a:
+                mm.madvise(_mmap.MADV_DONTNEED, a, b - a)
+                released += b - a
+        return released
+
     def close(self) -> None:
         # numpy memmaps inside the reader keep the file open until they are collected.
         self._reader_tensors = {}

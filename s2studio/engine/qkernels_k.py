@@ -1117,7 +1117,7 @@ q3_k_gather = _fn(_q3_k_gather)
 # ------------------------------------------------------------------------------ Q8_0 (tuned)
 # The same block as qkernels' Q8_0 (f16 d + 32 int8), with this module's GEMV techniques
 # (prefetch of the next row group, unsigned indices, stack accumulators, rows unrolled by
-# hand); registered over the plain qkernels GEMV. Dequantization and gather stay in qkernels.
+# hand) and vectorized row dequantization; registered over the plain qkernels versions.
 
 def _q8_0_step_py(raw, r, acc, k, o, j, xv, dd):
     acc[k, j] += dd[k] * (np.float32(np.int8(raw[r, o + j])) * xv)
@@ -1170,6 +1170,37 @@ def _q8_0_gemv(raw, x, out, table):
 q8_0_gemv = _jit(_q8_0_gemv)
 
 
+def _q8_0_row_py(raw, r, buf, table):
+    nb = buf.shape[0] // 32
+    n32 = buf.shape[0] // max(nb, 1)  # 32, hidden from LLVM so the loop is vectorized (see Q4_0)
+    for b in range(nb):
+        o = b * 34
+        d = _f16(raw, r, o, table)
+        for j in range(n32):
+            buf[b * 32 + j] = d * np.float32(np.int8(raw[r, o + 2 + j]))
+
+
+_q8_0_row = _fn(_q8_0_row_py)
+
+
+def _q8_0_dequant_bf16(raw, out, table):
+    rows = raw.shape[0]
+    for t in prange((rows + 15) // 16):
+        buf = np.empty(out.shape[1], np.float32)
+        for r in range(t * 16, min(rows, t * 16 + 16)):
+            _q8_0_row(raw, r, buf, table)
+            _bf16_row(buf, out, r)
+
+
+def _q8_0_gather(raw, ids, out, table):
+    for i in range(ids.shape[0]):
+        _q8_0_row(raw, ids[i], out[i], table)
+
+
+q8_0_dequant_bf16 = _jit_exact(_q8_0_dequant_bf16)
+q8_0_gather = _fn(_q8_0_gather)
+
+
 if numba is not None:
     qkernels.register("Q4_K", qkernels.Kernels(256, 144, q4_k_gemv, q4_k_dequant_bf16, q4_k_gather))
     qkernels.register("Q5_K", qkernels.Kernels(256, 176, q5_k_gemv, q5_k_dequant_bf16, q5_k_gather))
@@ -1177,5 +1208,4 @@ if numba is not None:
     qkernels.register("Q4_0", qkernels.Kernels(32, 18, q4_0_gemv, q4_0_dequant_bf16, q4_0_gather))
     qkernels.register("Q2_K", qkernels.Kernels(256, 84, q2_k_gemv, q2_k_dequant_bf16, q2_k_gather))
     qkernels.register("Q3_K", qkernels.Kernels(256, 110, q3_k_gemv, q3_k_dequant_bf16, q3_k_gather))
-    qkernels.register("Q8_0", qkernels.Kernels(32, 34, q8_0_gemv, qkernels.q8_0_dequant_bf16,
-                                               qkernels.q8_0_gather))
+    qkernels.register("Q8_0", qkernels.Kernels(32, 34, q8_0_gemv, q8_0_dequant_bf16, q8_0_gather))

@@ -1114,10 +1114,8 @@ q3_k_dequant_bf16 = _jit_exact(_q3_k_dequant_bf16)
 q3_k_gather = _fn(_q3_k_gather)
 
 
-# ------------------------------------------------------------------------------ Q8_0 (tuned)
-# The same block as qkernels' Q8_0 (f16 d + 32 int8), with this module's GEMV techniques
-# (prefetch of the next row group, unsigned indices, stack accumulators, rows unrolled by
-# hand) and vectorized row dequantization; registered over the plain qkernels versions.
+# ------------------------------------------------------------------------------ Q8_0
+# block_q8_0, 34 bytes: f16 d + 32 int8 qs; value = d * q.
 
 def _q8_0_step_py(raw, r, acc, k, o, j, xv, dd):
     acc[k, j] += dd[k] * (np.float32(np.int8(raw[r, o + j])) * xv)
@@ -1131,7 +1129,7 @@ def _q8_0_gemv(raw, x, out, table):
     n_x = x.shape[0]
     nb = x.shape[1] // 32
     if rows < 8:
-        _small_gemv(qkernels.q8_0_gather, raw, x, out, table)
+        _small_gemv(q8_0_gather, raw, x, out, table)
         return
     halves = raw.view(np.uint16)  # 34-byte blocks: d is half b*17 of the row
     n_groups = (rows + 7) // 8

@@ -28,8 +28,8 @@ log = logging.getLogger(__name__)
 
 MODEL_REPO = "rodrigomt/s2-pro-gguf"
 TOKENIZER_FILE = "tokenizer.json"
-# (file, download size, what it is) — README's table. The torch engine turns every variant into
-# 16-bit weights at load, so each needs about 10 GB of free memory; smaller files only save disk.
+# (file, download size, what it is) — README's table. On the CPU the engine computes on the file's
+# quantized blocks (memory ≈ file size); on a GPU every variant becomes 16-bit (~10 GB).
 VARIANTS = (
     ("s2-pro-q8_0.gguf", "5.6 GB", "near-lossless — a good default"),
     ("s2-pro-f16.gguf", "9.9 GB", "reference quality"),

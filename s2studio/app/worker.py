@@ -42,8 +42,9 @@ def describe_error(exc: BaseException) -> WorkerError:
     if isinstance(exc, S2Error):
         return WorkerError(str(exc), details, True, log_file)
     if isinstance(exc, MemoryError):
-        return WorkerError("The computer ran out of memory. The S2 Pro model needs about 10 GB of free RAM; "
-                           "close other programs and try again.", details, True, log_file)
+        return WorkerError("The computer ran out of memory. On the CPU the S2 Pro model needs about its file "
+                           "size plus 1.5 GB of free RAM (about 10 GB with a float dtype or on a GPU); "
+                           "close other programs, or use a smaller model file, and try again.", details, True, log_file)
     return WorkerError(f"Unexpected error ({type(exc).__name__}: {exc}). See Details; the log file has more.",
                        details, False, log_file)
 

@@ -45,7 +45,10 @@ def load_dual_ar(path: str | os.PathLike[str], *, device: str = "cpu", gpu_layer
                         "takes about twice the memory", qkernels.IMPORT_ERROR, str(plan.dtype).replace("torch.", ""))
     kept = sorted({i.type_name for n, i in f.tensors.items() if i.type_name in quantized_types})
     if kept:
-        log.info("CPU weights kept quantized: %s", ", ".join(kept))
+        from .qmatrix import warm_up
+
+        log.info("CPU weights kept quantized: %s (kernels compile on first use, then are cached)", ", ".join(kept))
+        warm_up(kept)
     weights = load_weights(f, cfg, dtype=plan.dtype, slow_layer_devices=list(plan.layer_devices),
                            head_device=plan.head_device, fast_device=plan.fast_device, progress=progress,
                            quantized_types=quantized_types)

@@ -34,6 +34,21 @@ def _scratch(shape: tuple[int, int]) -> np.ndarray:
     return _scratch_buf[:n].reshape(shape)
 
 
+def warm_up(type_names) -> None:
+    """Run each kernel of these block types once on a tiny read-only matrix, so that numba's
+    compilation (seconds per type on first use, then cached) happens while the model loads,
+    not inside the first prefill."""
+    for name in sorted(type_names):
+        kern = qkernels.KERNELS[name]
+        rows, cols = 9, kern.block_elems  # 9 rows: the 8-row kernel path and a remainder
+        raw = np.zeros((rows, kern.block_bytes), np.uint8)
+        raw.setflags(write=False)  # the memory map is read-only: numba specializes on that
+        q = QuantMatrix(name, raw, (rows, cols))
+        q.matmul_t(torch.zeros(1, cols))
+        q.dequantize_bf16()
+        q.rows(torch.tensor([0]))
+
+
 class QuantMatrix:
     """(rows, cols) weight; ``raw`` is uint8 (rows, row_bytes) in GGUF block layout."""
 

@@ -160,7 +160,9 @@ def run(args: argparse.Namespace) -> int:
                                   pause_ms=args.sentence_pause_ms),
         postprocess=PostProcess(trim_silence=args.trim_silence, normalize=args.normalize,
                                 dynamic_normalize=args.dynamic_normalize),
-        stream_stride=args.stream_decode_stride or (16 if args.stream_file else 4))
+        # 16 frames per codec call: on a CPU small chunks cost more per second of audio (fixed
+        # per-call work); 16 is also s2.cpp's stream stride.
+        stream_stride=args.stream_decode_stride or 16)
     job = pipeline.synthesize(request)
     progress = ProgressLine(not args.no_progress)
     try:
@@ -248,6 +250,6 @@ def register(subparsers) -> None:
     p.add_argument("--stream-file", action="store_true",
                    help="write 16-bit PCM through the streaming decoder as frames are generated")
     p.add_argument("--stream-decode-stride", type=int, default=0,
-                   help="frames per decoded chunk (0 = auto: 16 with --stream-file, else 4)")
+                   help="frames per decoded chunk (0 = 16, as s2.cpp)")
     add_log_level(p)
     p.set_defaults(handler=run)

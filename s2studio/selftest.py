@@ -121,8 +121,15 @@ def check_quantized_kernels(work: Path) -> str:
         raise AssertionError(f"Q8_0 GEMV is off by {err:.2e} (relative)")
     import numba
 
+    layer = numba.threading_layer()
+    note = ""
+    if layer == "workqueue":  # works, but slower next to torch's OpenMP threads: say why
+        try:
+            from numba.np.ufunc import omppool  # noqa: F401
+        except ImportError as exc:
+            note = f" (no OpenMP pool: {exc})"
     return (f"types {', '.join(sorted(supported_types()))}; numba {numba.__version__} "
-            f"({numba.threading_layer()} threads); GEMV rel. error {err:.1e}")
+            f"({layer} threads{note}); GEMV rel. error {err:.1e}")
 
 
 def check_window(open_app: Callable[[list[str]], int], work: Path) -> str:

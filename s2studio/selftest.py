@@ -37,7 +37,8 @@ REQUIRED_MODULES = (
 FEATURE_MODULES = {"huggingface_hub": "downloading the model from the welcome screen"}
 FRAMES = 22  # 22 frames x 2048 samples at 44.1 kHz: about one second of audio
 WINDOW_TIMEOUT_MS = 60_000
-APP_DIR_VARS = ("S2STUDIO_CONFIG_DIR", "S2STUDIO_LOG_DIR", "S2STUDIO_VOICES_DIR", "S2STUDIO_MODELS_DIR")
+APP_DIR_VARS = ("S2STUDIO_CONFIG_DIR", "S2STUDIO_LOG_DIR", "S2STUDIO_VOICES_DIR", "S2STUDIO_MODELS_DIR",
+                "S2STUDIO_CACHE_DIR")
 
 
 def _say(text: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 import pathlib
 import subprocess
 import sys
@@ -12,6 +13,9 @@ import pytest
 
 # Qt must never need a display in tests.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Per-machine verdict caches (codec placement, CPU kernel choice) go to a folder of this run,
+# never into the user's cache.
+os.environ.setdefault("S2STUDIO_CACHE_DIR", tempfile.mkdtemp(prefix="s2studio-test-cache-"))
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "data" / "golden"

@@ -39,16 +39,21 @@ def load_dual_ar(path: str | os.PathLike[str], *, device: str = "cpu", gpu_layer
         from .qmatrix import supported_types
 
         if qkernels.available():
-            quantized_types = frozenset(supported_types())
+            from .qmatrix import warm_up
+
+            in_file = {i.type_name for n, i in f.tensors.items() if i.type_name in supported_types()}
+            warm_up(in_file)  # numba compiles here (first start only), not in the first prefill
+            if dtype == "auto":  # keep the blocks unless this machine runs them clearly slower
+                from .qchoice import types_to_keep
+
+                quantized_types = types_to_keep(in_file)
+            else:
+                quantized_types = frozenset(in_file)
         else:
             log.warning("quantized CPU kernels unavailable (%s): dequantizing the weights to %s, which "
                         "takes about twice the memory", qkernels.IMPORT_ERROR, str(plan.dtype).replace("torch.", ""))
-    kept = sorted({i.type_name for n, i in f.tensors.items() if i.type_name in quantized_types})
-    if kept:
-        from .qmatrix import warm_up
-
-        log.info("CPU weights kept quantized: %s (kernels compile on first use, then are cached)", ", ".join(kept))
-        warm_up(kept)
+    if quantized_types:
+        log.info("CPU weights kept quantized: %s", ", ".join(sorted(quantized_types)))
     weights = load_weights(f, cfg, dtype=plan.dtype, slow_layer_devices=list(plan.layer_devices),
                            head_device=plan.head_device, fast_device=plan.fast_device, progress=progress,
                            quantized_types=quantized_types)

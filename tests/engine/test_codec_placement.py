@@ -75,10 +75,13 @@ def test_cache_key_depends_on_model_and_device(tmp_path):
     assert k != pl.cache_key(str(a), "cuda:1")
 
 
-def test_default_cache_path_is_user_cache_dir():
+def test_default_cache_path_is_user_cache_dir_unless_overridden(monkeypatch, tmp_path):
     import platformdirs
 
+    monkeypatch.delenv("S2STUDIO_CACHE_DIR", raising=False)
     assert pl.default_cache_path().startswith(platformdirs.user_cache_dir("s2studio"))
+    monkeypatch.setenv("S2STUDIO_CACHE_DIR", str(tmp_path))
+    assert pl.default_cache_path() == str(tmp_path / "codec_placement.json")
 
 
 # ---- load_placed_codec with fake devices ----------------------------------------------------

@@ -81,7 +81,7 @@ def q8_model(make_tiny_model):
 
 def test_engine_keeps_q8_0_quantized_and_matches_exact(q8_model):
     q_path, ref_path = q8_model
-    mq, plan = load_dual_ar(q_path)  # auto
+    mq, plan = load_dual_ar(q_path, dtype="quantized")  # auto may dequantize on a slow-kernel machine
     mf, plan_f = load_dual_ar(q_path, dtype="float16")
     mr, _ = load_dual_ar(ref_path)
     assert plan.quantized and not plan_f.quantized
@@ -113,3 +113,44 @@ def test_without_kernels_the_weights_are_dequantized(q8_model, monkeypatch, capl
     assert plan.quantized and isinstance(m.w.slow.layers[0].wqkv, torch.Tensor)
     assert m.w.slow.layers[0].wqkv.dtype == torch.float16
     assert "dequantizing" in caplog.text
+
+
+def test_auto_follows_the_machine_verdict(q8_model, monkeypatch, tmp_path):
+    from s2studio.engine import qchoice
+
+    monkeypatch.setenv("S2STUDIO_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def fake_measure(type_name):
+        calls.append(type_name)
+        return qchoice.decide(type_name, quantized_ms=2.0, float16_ms=1.0)  # 2x slower: dequantize
+
+    monkeypatch.setattr(qchoice, "measure", fake_measure)
+    m, _ = load_dual_ar(q8_model[0])
+    assert isinstance(m.w.slow.layers[0].wqkv, torch.Tensor) and calls == ["Q8_0"]
+    m, _ = load_dual_ar(q8_model[0])  # cached: not measured again
+    assert calls == ["Q8_0"]
+    m, _ = load_dual_ar(q8_model[0], dtype="quantized")  # forced: kept whatever the verdict
+    assert isinstance(m.w.slow.layers[0].wqkv, QuantMatrix)
+
+
+def test_verdict_rule_and_cache(tmp_path):
+    from s2studio.engine import qchoice
+
+    assert qchoice.decide("Q8_0", 1.4, 1.0).keep_quantized  # slower but within 1.5x: memory wins
+    assert not qchoice.decide("Q8_0", 1.6, 1.0).keep_quantized
+    path = str(tmp_path / "c.json")
+    v = qchoice.decide("Q4_K", 1.0, 2.0)
+    qchoice.write_cache(path, "k", v)
+    back = qchoice.read_cache(path, "k")
+    assert back.from_cache and (back.keep_quantized, back.quantized_ms, back.float16_ms) == (True, 1.0, 2.0)
+    assert qchoice.read_cache(path, "other") is None
+    (tmp_path / "c.json").write_text("{not json")
+    assert qchoice.read_cache(path, "k") is None  # damaged: measure again
+
+
+def test_measure_times_both_paths():
+    from s2studio.engine import qchoice
+
+    v = qchoice.measure("Q8_0")
+    assert v.quantized_ms > 0 and v.float16_ms > 0 and "Q8_0 GEMV" in v.reason

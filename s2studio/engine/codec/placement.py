@@ -16,7 +16,6 @@ to the CPU and log why. ``decide`` is the pure rule; everything else is plumbing
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import platform
@@ -26,6 +25,8 @@ from typing import Callable
 
 import numpy as np
 import torch
+
+from ..verdict_cache import cache_dir, read_entry, write_entry
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +121,7 @@ def bench_device(load: Callable[[str], object], device: str) -> tuple[BenchResul
 # ---- cache ----------------------------------------------------------------------------------
 
 def default_cache_path() -> str:
-    import platformdirs
-
-    return os.path.join(platformdirs.user_cache_dir("s2studio"), "codec_placement.json")
+    return os.path.join(cache_dir(), "codec_placement.json")
 
 
 def _device_name(device: str) -> str:
@@ -148,39 +147,19 @@ def cache_key(model_path: str, engine_device: str, threads: int | None = None) -
 
 
 def read_cache(path: str, key: str) -> CodecPlacement | None:
+    entry = read_entry(path, CACHE_VERSION, key)
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        entry = data["entries"][key] if data.get("version") == CACHE_VERSION else None
-        if entry is None:
-            return None
-        return CodecPlacement(str(entry["device"]), str(entry["reason"]), entry.get("cpu_ms"),
-                              entry.get("gpu_ms"), from_cache=True)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # missing or damaged cache: just benchmark again
+        return None if entry is None else CodecPlacement(
+            str(entry["device"]), str(entry["reason"]), entry.get("cpu_ms"), entry.get("gpu_ms"), from_cache=True)
+    except (KeyError, TypeError):
+        return None  # damaged entry: just benchmark again
 
 
 def write_cache(path: str, key: str, placement: CodecPlacement) -> None:
-    """Atomic update (temp file + os.replace) so a crash never leaves a half-written cache."""
-    try:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-            if data.get("version") != CACHE_VERSION or not isinstance(data.get("entries"), dict):
-                raise ValueError
-        except (OSError, ValueError, AttributeError):
-            data = {"version": CACHE_VERSION, "entries": {}}
-        entry = asdict(placement)
-        entry.pop("from_cache")
-        entry["time"] = time.time()
-        data["entries"][key] = entry
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1)
-        os.replace(tmp, path)
-    except OSError as exc:
-        log.warning("could not write the codec placement cache %s: %s", path, exc)
+    entry = asdict(placement)
+    entry.pop("from_cache")
+    entry["time"] = time.time()
+    write_entry(path, CACHE_VERSION, key, entry)
 
 
 # ---- the whole thing ------------------------------------------------------------------------

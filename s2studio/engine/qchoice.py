@@ -1,0 +1,131 @@
+"""Per machine and block type: compute on the quantized blocks, or dequantize to float16?
+
+Decided once by timing both GEMVs on this machine (``--dtype auto``), then cached per machine,
+thread count and library versions. The quantized kernels keep resident memory at the file's
+size and read fewer bytes per weight, so they are kept unless they are clearly slower: more
+than ``SLOWER_LIMIT`` times torch's float16 GEMV per matrix (e.g. a CPU where LLVM vectorizes
+them poorly). ``--dtype quantized`` skips the test and always keeps them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from . import qkernels
+from .qmatrix import QuantMatrix
+from .verdict_cache import cache_dir, read_entry, write_entry
+
+log = logging.getLogger(__name__)
+
+SLOWER_LIMIT = 1.5
+CACHE_VERSION = 1
+# 4 matrices of 4096x4096: 70 MB of Q8_0 blocks, 134 MB of float16 - past the last-level cache,
+# so both are timed at memory speed, as in a real decode step.
+BENCH_ROWS = BENCH_COLS = 4096
+BENCH_MATRICES = 4
+
+
+@dataclass(frozen=True)
+class KernelVerdict:
+    type_name: str
+    keep_quantized: bool
+    quantized_ms: float  # per matrix
+    float16_ms: float
+    from_cache: bool = False
+
+    @property
+    def reason(self) -> str:
+        return (f"{self.type_name} GEMV {self.quantized_ms:.2f} ms vs float16 {self.float16_ms:.2f} ms per "
+                f"{BENCH_ROWS}x{BENCH_COLS} matrix{' (cached)' if self.from_cache else ''}")
+
+
+def decide(type_name: str, quantized_ms: float, float16_ms: float) -> KernelVerdict:
+    return KernelVerdict(type_name, quantized_ms <= SLOWER_LIMIT * float16_ms, quantized_ms, float16_ms)
+
+
+def _time_per_call(calls, repeats: int = 3) -> float:
+    for call in calls:  # warm-up (and first-touch of the pages)
+        call()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for call in calls:
+            call()
+        best = min(best, (time.perf_counter() - t0) / len(calls))
+    return best * 1000
+
+
+def measure(type_name: str) -> KernelVerdict:
+    """Time the quantized GEMV against float16 on synthetic matrices of the same shape. The
+    blocks are zeros: the kernels' speed does not depend on the values (no branches), and
+    zeros cannot produce denormals."""
+    kern = qkernels.KERNELS[type_name]
+    row_bytes = BENCH_COLS // kern.block_elems * kern.block_bytes
+    qms = [QuantMatrix(type_name, np.zeros((BENCH_ROWS, row_bytes), np.uint8), (BENCH_ROWS, BENCH_COLS))
+           for _ in range(BENCH_MATRICES)]
+    x = torch.randn(1, BENCH_COLS)
+    q_ms = _time_per_call([lambda q=q: q.matmul_t(x) for q in qms])
+    del qms
+    hs = [torch.randn(BENCH_ROWS, BENCH_COLS).half() for _ in range(BENCH_MATRICES)]
+    xh = x.half()
+    f_ms = _time_per_call([lambda h=h: torch.nn.functional.linear(xh, h) for h in hs])
+    return decide(type_name, q_ms, f_ms)
+
+
+# ---- cache ----------------------------------------------------------------------------------
+
+def default_cache_path() -> str:
+    return os.path.join(cache_dir(), "cpu_kernels.json")
+
+
+def cache_key(type_name: str) -> str:
+    import numba
+
+    parts = [platform.node(), platform.machine(), platform.processor(), str(os.cpu_count()),
+             str(torch.get_num_threads()), torch.__version__, numba.__version__, type_name]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def read_cache(path: str, key: str) -> KernelVerdict | None:
+    e = read_entry(path, CACHE_VERSION, key)
+    try:
+        return None if e is None else KernelVerdict(str(e["type_name"]), bool(e["keep_quantized"]),
+                                                     float(e["quantized_ms"]), float(e["float16_ms"]), True)
+    except (KeyError, TypeError, ValueError):
+        return None  # damaged entry: measure again
+
+
+def write_cache(path: str, key: str, verdict: KernelVerdict) -> None:
+    entry = asdict(verdict)
+    entry.pop("from_cache")
+    write_entry(path, CACHE_VERSION, key, entry)
+
+
+def verdict_for(type_name: str, cache_path: str | None = None) -> KernelVerdict:
+    """The cached verdict for this machine, or a fresh measurement (about a second)."""
+    path = cache_path or default_cache_path()
+    key = cache_key(type_name)
+    v = read_cache(path, key)
+    if v is None:
+        v = measure(type_name)
+        write_cache(path, key, v)
+    return v
+
+
+def types_to_keep(type_names, cache_path: str | None = None) -> frozenset[str]:
+    keep = set()
+    for name in sorted(type_names):
+        v = verdict_for(name, cache_path)
+        log.info("CPU weights in %s: %s (%s)", name, "kept quantized" if v.keep_quantized else
+                 "dequantized to float16, the faster here", v.reason)
+        if v.keep_quantized:
+            keep.add(name)
+    return frozenset(keep)

@@ -284,12 +284,13 @@ class GGUFFile:
             out = gguf.quants.dequantize(np.asarray(data), gguf.GGMLQuantizationType[info.type_name])
         return out.reshape(info.shape)
 
-    def tensor(self, name: str, dtype, device="cpu"):
+    def tensor(self, name: str, dtype, device="cpu", share: bool = False):
         """The tensor as a torch tensor of ``dtype`` (numpy order), without a float32 detour
         where the stored type allows it: F32/F16/BF16 are cast directly and Q8_0 blocks are
         decoded in torch (multi-threaded, exactly ``gguf.quants``' arithmetic), in row chunks
         so a 155776-row table never needs a full float32 copy. Other types go through
-        ``gguf.quants``."""
+        ``gguf.quants``. ``share``: F32/F16 data already in ``dtype`` on the CPU comes back as a
+        copy-on-write view of the file instead of a copy."""
         import torch
 
         def view(arr: np.ndarray) -> "torch.Tensor":
@@ -301,7 +302,14 @@ class GGUFFile:
         info = self.info(name)
         data = self._reader_tensors[name].data
         if info.type_name in ("F32", "F16"):
-            return view(data).reshape(info.shape).to(device=device, dtype=dtype, copy=True)
+            t = view(data).reshape(info.shape)
+            if share and t.dtype == dtype and torch.device(device).type == "cpu":
+                # A copy-on-write view of the file: no copy at load and resident memory is the
+                # file's pages; a write (none in the engine) gets a private page, not a fault.
+                rt = self._reader_tensors[name]
+                raw = self._cow_map()[rt.data_offset: rt.data_offset + rt.n_bytes]
+                return torch.from_numpy(raw.view(data.dtype).reshape(info.shape))
+            return t.to(device=device, dtype=dtype, copy=True)
         if info.type_name == "BF16":
             bits = view(data.view(np.int16)).to(torch.int32) << 16
             return bits.view(torch.float32).reshape(info.shape).to(device=device, dtype=dtype)
@@ -317,6 +325,13 @@ class GGUFFile:
                 out[r:r + step] = (q * scale).reshape(b.shape[0], -1).to(dtype)
             return out.reshape(info.shape).to(device)
         return torch.from_numpy(self.array(name)).to(device=device, dtype=dtype)
+
+    def _cow_map(self) -> np.ndarray:
+        """The whole file mapped copy-on-write (MAP_PRIVATE), opened on first use."""
+        cow = getattr(self, "_cow", None)
+        if cow is None:
+            cow = self._cow = np.asarray(np.memmap(self.path, mode="c"))
+        return cow
 
     def shares_map(self, arr: np.ndarray) -> bool:
         """Whether ``arr`` may be a view of the file's memory map (rather than a copy)."""
@@ -354,6 +369,7 @@ class GGUFFile:
         # numpy memmaps inside the reader keep the file open until they are collected.
         self._reader_tensors = {}
         self._reader = None
+        self._cow = None
         try:
             self._map.close()
         except (BufferError, ValueError):

@@ -82,7 +82,7 @@ class _Binder:
                 and torch.device(device).type == "cpu"):
             t = QuantMatrix(info.type_name, self.f.raw(name), shape)
         else:
-            t = self.f.tensor(name, dtype or self.dtype, device)
+            t = self.f.tensor(name, dtype or self.dtype, device, share=True)  # weights: read-only
         self.done += info.n_elements
         if self.progress is not None:
             self.progress(min(self.done / self.total, 1.0))

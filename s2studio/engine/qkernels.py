@@ -21,12 +21,9 @@ bytes of the GGUF file (memory-mapped: nothing is copied at load).
 
 from __future__ import annotations
 
-import logging
 import os
 
 import numpy as np
-
-log = logging.getLogger(__name__)
 
 try:  # numba is optional at run time: without it the engine dequantizes to float16 at load.
     import numba
@@ -41,8 +38,6 @@ except Exception as exc:  # pragma: no cover - exercised only where numba is mis
 # numba would refuse to cache and fail at the first call, so then we compile every start.
 _CACHE = os.path.isfile(__file__) and os.environ.get("S2_NUMBA_CACHE", "1") != "0"
 
-ROWS_PER_STEP = 8  # weight rows sharing one pass over the activations
-ROWS_PER_TASK = 32  # rows per parallel work item (a multiple of ROWS_PER_STEP)
 MAX_KERNEL_ROWS = 16  # activation rows handled by the GEMV kernels; more goes to dequant + GEMM
 
 F16_TABLE = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)

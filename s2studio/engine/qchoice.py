@@ -9,10 +9,8 @@ them poorly). ``--dtype quantized`` skips the test and always keeps them.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import platform
 import time
 from dataclasses import asdict, dataclass
 
@@ -21,7 +19,7 @@ import torch
 
 from . import qkernels
 from .qmatrix import QuantMatrix
-from .verdict_cache import cache_dir, read_entry, write_entry
+from .verdict_cache import cache_dir, machine_key, read_entry, write_entry
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +95,7 @@ def default_cache_path() -> str:
 def cache_key(type_name: str) -> str:
     import numba
 
-    parts = [platform.node(), platform.machine(), platform.processor(), str(os.cpu_count()),
-             str(torch.get_num_threads()), torch.__version__, numba.__version__, type_name]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+    return machine_key(str(torch.get_num_threads()), torch.__version__, numba.__version__, type_name)
 
 
 def read_cache(path: str, key: str) -> KernelVerdict | None:

@@ -3,11 +3,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import platform
 
 log = logging.getLogger(__name__)
+
+
+def machine_key(*parts: str) -> str:
+    """A short hash naming this machine (host, CPU, core count) plus ``parts`` (versions,
+    threads, devices...): a verdict measured under other conditions is not reused."""
+    ident = [platform.node(), platform.machine(), platform.processor(), str(os.cpu_count()), *parts]
+    return hashlib.sha256("\n".join(ident).encode()).hexdigest()[:32]
 
 
 def cache_dir() -> str:

@@ -15,10 +15,8 @@ to the CPU and log why. ``decide`` is the pure rule; everything else is plumbing
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import platform
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -26,7 +24,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..verdict_cache import cache_dir, read_entry, write_entry
+from ..verdict_cache import cache_dir, machine_key, read_entry, write_entry
 
 log = logging.getLogger(__name__)
 
@@ -140,10 +138,8 @@ def cache_key(model_path: str, engine_device: str, threads: int | None = None) -
         model_id = f"{os.path.realpath(model_path)}|{st.st_size}|{st.st_mtime_ns}"
     except OSError:
         model_id = os.path.realpath(model_path)
-    parts = [platform.node(), platform.machine(), platform.processor(), str(os.cpu_count()),
-             torch.__version__, str(threads if threads is not None else torch.get_num_threads()),
-             engine_device, _device_name(engine_device), model_id]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+    return machine_key(torch.__version__, str(threads if threads is not None else torch.get_num_threads()),
+                       engine_device, _device_name(engine_device), model_id)
 
 
 def read_cache(path: str, key: str) -> CodecPlacement | None:

@@ -21,17 +21,21 @@ def supported_types() -> set[str]:
     return set(qkernels.KERNELS)
 
 
-_scratch_buf = np.empty(0, np.uint16)
+_scratch_buf = torch.empty(0, dtype=torch.bfloat16)
 
 
-def _scratch(shape: tuple[int, int]) -> np.ndarray:
-    """A reused uint16 buffer of ``shape``; grows to the largest matrix seen (one per process:
-    the engine runs one forward pass at a time, under the pipeline's lock)."""
+def bf16_scratch(shape: tuple[int, ...]) -> torch.Tensor:
+    """A reused bfloat16 buffer of ``shape`` for prefill weights (quantized blocks dequantized
+    into it, float16 weights cast into it): one per process, grown to the largest matrix seen;
+    the engine runs one forward pass at a time, under the pipeline's lock. A fresh 50 MB tensor
+    per matmul would page-fault on every call."""
     global _scratch_buf
-    n = shape[0] * shape[1]
-    if _scratch_buf.size < n:
-        _scratch_buf = np.empty(n, np.uint16)
-    return _scratch_buf[:n].reshape(shape)
+    n = 1
+    for d in shape:
+        n *= d
+    if _scratch_buf.numel() < n:
+        _scratch_buf = torch.empty(n, dtype=torch.bfloat16)
+    return _scratch_buf[:n].view(shape)
 
 
 def warm_up(type_names) -> None:
@@ -92,9 +96,11 @@ class QuantMatrix:
         """bfloat16 copy of the matrix. ``scratch``: into a buffer shared by all matrices and
         overwritten by the next call (prefill: saves ~12k page faults per 50 MB matrix)."""
         qkernels.sync_threads(torch.get_num_threads())
-        out = _scratch(tuple(self.shape)) if scratch else np.empty(tuple(self.shape), np.uint16)
-        self.kernels.dequant_bf16(self.raw, out, qkernels.F16_TABLE)
-        return torch.from_numpy(out).view(torch.bfloat16)
+        shape = tuple(self.shape)
+        t = bf16_scratch(shape) if scratch else torch.empty(shape, dtype=torch.bfloat16)
+        # The kernel writes bfloat16 bit patterns through a uint16 view of the same memory.
+        self.kernels.dequant_bf16(self.raw, t.view(torch.int16).numpy().view(np.uint16), qkernels.F16_TABLE)
+        return t
 
     def rows(self, ids: torch.Tensor | int) -> torch.Tensor:
         """float32 rows (embedding lookup); ``ids`` int or 1-D int tensor."""

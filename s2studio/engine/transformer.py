@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import TransformerConfig
-from .qmatrix import QuantMatrix
+from .qmatrix import QuantMatrix, bf16_scratch
 from .weights import LayerWeights, StackWeights, Weight
 
 
@@ -32,25 +32,13 @@ from .weights import LayerWeights, StackWeights, Weight
 CPU_PREFILL_MIN_ROWS = 16
 
 
-_bf16_scratch = torch.empty(0, dtype=torch.bfloat16)
-
-
-def _bf16_copy(w: torch.Tensor) -> torch.Tensor:
-    """w in bfloat16, in a buffer reused by every prefill matmul (one forward pass at a time,
-    under the pipeline's lock): a fresh 50 MB tensor per matmul page-faults on every call."""
-    global _bf16_scratch
-    if _bf16_scratch.numel() < w.numel():
-        _bf16_scratch = torch.empty(w.numel(), dtype=torch.bfloat16)
-    return _bf16_scratch[: w.numel()].view(w.shape).copy_(w)
-
-
 def linear(x: torch.Tensor, w: Weight) -> torch.Tensor:
     """y = x·wᵀ in the weight's dtype on the weight's device, returned as float32."""
     x = x.to(w.device)
     if isinstance(w, QuantMatrix):
         return w.matmul_t(x)
     if w.dtype == torch.float16 and w.device.type == "cpu" and x.shape[0] >= CPU_PREFILL_MIN_ROWS:
-        return F.linear(x.to(torch.bfloat16), _bf16_copy(w)).float()
+        return F.linear(x.to(torch.bfloat16), bf16_scratch(tuple(w.shape)).copy_(w)).float()
     return F.linear(x.to(w.dtype), w).float()
 
 

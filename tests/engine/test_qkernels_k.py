@@ -80,28 +80,28 @@ def test_gather_and_dequant_bf16_are_bit_exact(qtype, rows, cols):
     np.testing.assert_array_equal(bits, bf16_bits(want))
 
 
+def assert_gemv_close(qtype, raw, x):
+    """The kernel's GEMV (into a NaN-filled output: every entry must be written) against
+    float64 dequantize-then-matmul, within GEMV_REL of the output scale."""
+    rows, cols = raw.shape[0], x.shape[1]
+    got = np.full((x.shape[0], rows), np.nan, np.float32)
+    qkernels.KERNELS[qtype].gemv(raw, x, got, qkernels.F16_TABLE)
+    want = x.astype(np.float64) @ reference(qtype, raw, cols).astype(np.float64).T
+    assert np.abs(got - want).max() <= GEMV_REL * np.abs(want).max()
+
+
 @pytest.mark.parametrize("rows,cols", SHAPES)
 @pytest.mark.parametrize("m", [1, 2, 5, 16])
 def test_gemv_matches_dequantize_then_matmul(qtype, rows, cols, m):
     raw = random_blocks(qtype, rows, cols, rows * 31 + cols + m)
-    deq = reference(qtype, raw, cols)
-    x = np.random.default_rng(m).standard_normal((m, cols)).astype(np.float32)
-    got = np.full((m, rows), np.nan, np.float32)
-    qkernels.KERNELS[qtype].gemv(raw, x, got, qkernels.F16_TABLE)
-    want = x.astype(np.float64) @ deq.astype(np.float64).T
-    assert np.abs(got - want).max() <= GEMV_REL * np.abs(want).max()
+    assert_gemv_close(qtype, raw, np.random.default_rng(m).standard_normal((m, cols)).astype(np.float32))
 
 
 def test_gemv_with_a_mean_in_the_activations(qtype):
     """Real activations are not centred: the min/offset terms must not lose precision."""
     rows, cols = 40, 1024
     raw = random_blocks(qtype, rows, cols, 11)
-    deq = reference(qtype, raw, cols)
-    x = (np.random.default_rng(3).standard_normal((3, cols)) + 4.0).astype(np.float32)
-    got = np.empty((3, rows), np.float32)
-    qkernels.KERNELS[qtype].gemv(raw, x, got, qkernels.F16_TABLE)
-    want = x.astype(np.float64) @ deq.astype(np.float64).T
-    assert np.abs(got - want).max() <= GEMV_REL * np.abs(want).max()
+    assert_gemv_close(qtype, raw, (np.random.default_rng(3).standard_normal((3, cols)) + 4.0).astype(np.float32))
 
 
 def test_quant_matrix_round_trip(qtype):

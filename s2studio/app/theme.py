@@ -6,9 +6,18 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 
 
-def _dark_palette() -> QPalette:
+def _palette(colors: dict, disabled_text: str) -> QPalette:
+    """A palette from role -> colour, with ``disabled_text`` for disabled text of every kind."""
     p = QPalette()
-    roles = {
+    for role, color in colors.items():
+        p.setColor(role, QColor(color))
+    for role in (QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText, QPalette.ColorRole.WindowText):
+        p.setColor(QPalette.ColorGroup.Disabled, role, QColor(disabled_text))
+    return p
+
+
+def _dark_palette() -> QPalette:
+    return _palette({
         QPalette.ColorRole.Window: "#202124", QPalette.ColorRole.WindowText: "#e8eaed",
         QPalette.ColorRole.Base: "#17181a", QPalette.ColorRole.AlternateBase: "#26272b",
         QPalette.ColorRole.Text: "#e8eaed", QPalette.ColorRole.Button: "#2d2e31",
@@ -16,29 +25,18 @@ def _dark_palette() -> QPalette:
         QPalette.ColorRole.HighlightedText: "#0b0c0d", QPalette.ColorRole.ToolTipBase: "#2d2e31",
         QPalette.ColorRole.ToolTipText: "#e8eaed", QPalette.ColorRole.PlaceholderText: "#8a8d91",
         QPalette.ColorRole.Mid: "#3c3d40", QPalette.ColorRole.Link: "#8ab4f8",
-    }
-    for role, color in roles.items():
-        p.setColor(role, QColor(color))
-    for role in (QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText, QPalette.ColorRole.WindowText):
-        p.setColor(QPalette.ColorGroup.Disabled, role, QColor("#6b6e72"))
-    return p
+    }, "#6b6e72")
 
 
 def _light_palette() -> QPalette:
-    p = QPalette()
-    roles = {
+    return _palette({
         QPalette.ColorRole.Window: "#f3f4f6", QPalette.ColorRole.WindowText: "#1f2328",
         QPalette.ColorRole.Base: "#ffffff", QPalette.ColorRole.AlternateBase: "#f6f8fa",
         QPalette.ColorRole.Text: "#1f2328", QPalette.ColorRole.Button: "#e9ebef",
         QPalette.ColorRole.ButtonText: "#1f2328", QPalette.ColorRole.Highlight: "#2f6fb3",
         QPalette.ColorRole.HighlightedText: "#ffffff", QPalette.ColorRole.PlaceholderText: "#8c959f",
         QPalette.ColorRole.Mid: "#c9ced6", QPalette.ColorRole.Link: "#0969da",
-    }
-    for role, color in roles.items():
-        p.setColor(role, QColor(color))
-    for role in (QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText, QPalette.ColorRole.WindowText):
-        p.setColor(QPalette.ColorGroup.Disabled, role, QColor("#9aa1a9"))
-    return p
+    }, "#9aa1a9")
 
 
 def is_dark(app: QGuiApplication) -> bool:

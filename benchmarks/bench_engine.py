@@ -35,9 +35,9 @@ import torch
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from s2studio.engine.generate import GenerationParams, GenerationStats, generate_frames  # noqa: E402
-from s2studio.engine.loader import load_dual_ar  # noqa: E402
-from s2studio.engine.qmatrix import QuantMatrix  # noqa: E402
+from s2studio.engine.model.generate import GenerationParams, GenerationStats, generate_frames  # noqa: E402
+from s2studio.engine.model.loader import load_dual_ar  # noqa: E402
+from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
 from s2studio.engine.threads import set_threads  # noqa: E402
 
 

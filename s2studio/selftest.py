@@ -106,8 +106,8 @@ def check_quantized_kernels(work: Path) -> str:
     import numpy as np
     import torch
 
-    from s2studio.engine import qkernels
-    from s2studio.engine.qmatrix import QuantMatrix, supported_types
+    from s2studio.engine.kernels import common as qkernels
+    from s2studio.engine.kernels.qmatrix import QuantMatrix, supported_types
 
     if not qkernels.available():
         raise AssertionError(f"numba is not usable: {qkernels.IMPORT_ERROR}")

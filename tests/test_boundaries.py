@@ -24,7 +24,7 @@ FORBIDDEN = {
 # The one sanctioned way into the app: the entry point opens it when run without a command.
 ALLOWED = {("cli/__init__.py", "s2studio.app")}
 # The audio layer shares the engine's error classes and nothing else of it.
-SHARED = ("s2studio.engine.errors",)
+SHARED = ("s2studio.errors",)
 
 
 def imported_modules(path: pathlib.Path) -> set[str]:
@@ -70,7 +70,7 @@ def test_nothing_outside_app_imports_app():
 def test_engine_audio_and_cli_import_without_qt():
     code = (
         "import sys; sys.modules['PySide6'] = None; sys.modules['sounddevice'] = None\n"
-        "import s2studio.engine.loader, s2studio.engine.generate, s2studio.engine.codec, s2studio.audio\n"
+        "import s2studio.engine.model.loader, s2studio.engine.model.generate, s2studio.engine.codec, s2studio.audio\n"
         "import s2studio.cli; s2studio.cli.build_parser()\n"
         "assert 'PySide6' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
     )

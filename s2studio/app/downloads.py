@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Protocol
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from s2studio.engine.errors import S2Error
+from s2studio.errors import S2Error
 
 log = logging.getLogger(__name__)
 

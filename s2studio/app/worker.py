@@ -30,7 +30,7 @@ from s2studio.app.requests import (
     SaveVoiceRequest,
     WorkerError,
 )
-from s2studio.engine.errors import S2Error
+from s2studio.errors import S2Error
 from s2studio.engine.pipeline import EngineSettings
 
 log = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ class InferenceWorker(QObject):
 
 
 def _input_error(message: str) -> S2Error:
-    from s2studio.engine.errors import InputError
+    from s2studio.errors import InputError
 
     return InputError(message)
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from s2studio.audio.resample import resample
 from s2studio.audio.validation import CODEC_SAMPLE_RATE
-from s2studio.engine.errors import S2Error
+from s2studio.errors import S2Error
 
 log = logging.getLogger(__name__)
 

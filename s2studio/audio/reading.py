@@ -27,7 +27,7 @@ from s2studio.audio.validation import (
     check_duration,
     validate_reference,
 )
-from s2studio.engine.errors import AudioInputError
+from s2studio.errors import AudioInputError
 
 # File extensions we try to open. A file without an extension is judged by its content alone.
 SUPPORTED_EXTENSIONS = (".wav", ".wave", ".flac", ".ogg", ".oga", ".opus", ".mp3")

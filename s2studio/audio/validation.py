@@ -29,7 +29,7 @@ import os
 
 import numpy as np
 
-from s2studio.engine.errors import AudioInputError
+from s2studio.errors import AudioInputError
 
 CODEC_SAMPLE_RATE = 44100
 # 512 (hop) x 2 x 2 (quantizer downsampling): samples per code frame at 44.1 kHz.

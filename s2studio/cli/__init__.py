@@ -59,7 +59,7 @@ def add_log_level(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from s2studio.engine.errors import S2Error
+    from s2studio.errors import S2Error
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from s2studio.engine.errors import InputError
+from s2studio.errors import InputError
 
 log = logging.getLogger(__name__)
 

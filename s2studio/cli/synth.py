@@ -46,7 +46,7 @@ def add_codec_mode_options(p: argparse.ArgumentParser) -> None:
 
 
 def engine_settings(args: argparse.Namespace):
-    from s2studio.engine.errors import InputError
+    from s2studio.errors import InputError
     from s2studio.engine.pipeline import EngineSettings
 
     device = args.device
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
 
     from s2studio.audio import StreamingWavWriter, read_audio, write_wav
     from s2studio.cli.codec_cmds import save_npy_atomic
-    from s2studio.engine.errors import InputError
+    from s2studio.errors import InputError
     from s2studio.engine.pipeline import Pipeline, PostProcess, Segmentation, SynthesisRequest
 
     log = logging.getLogger("s2studio.synth")

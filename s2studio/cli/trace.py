@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from s2studio.engine.errors import InputError
+from s2studio.errors import InputError
 
 
 def _load_npy(path: str, what: str) -> np.ndarray:
@@ -18,7 +18,7 @@ def _load_npy(path: str, what: str) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
-    from s2studio.engine.loader import load_dual_ar
+    from s2studio.engine.model.loader import load_dual_ar
     from s2studio.engine.trace import teacher_forced_trace
     from s2studio.engine.threads import set_threads
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from s2studio.engine.errors import InputError
+from s2studio.errors import InputError
 
 
 def _library(args):

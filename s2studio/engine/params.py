@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import InputError
+from s2studio.errors import InputError
 
 
 @dataclass(frozen=True)

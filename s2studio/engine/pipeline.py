@@ -23,8 +23,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .errors import GenerationError, InputError
-from .params import GenerationParams
+from s2studio.errors import GenerationError, InputError
+from s2studio.engine.params import GenerationParams
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ class Pipeline:
 
     def load(self, progress: ProgressCallback | None = None) -> None:
         """Load whatever is not loaded yet. ``progress(stage, fraction)``."""
-        from .threads import set_threads
+        from s2studio.engine.threads import set_threads
 
         with self._lock:
             s = self._settings
@@ -227,12 +227,12 @@ class Pipeline:
             report = progress or (lambda stage, frac: None)
             set_threads(s.threads)
             if self._gguf is None:
-                from .gguf_file import GGUFFile
+                from s2studio.engine.model.gguf_file import GGUFFile
 
                 report("Opening model file", 0.0)
                 self._gguf = GGUFFile(s.model_path)
             if self.model is None:
-                from .loader import load_dual_ar
+                from s2studio.engine.model.loader import load_dual_ar
 
                 report("Loading transformer", 0.0)
                 self.model, self.placement = load_dual_ar(
@@ -248,8 +248,8 @@ class Pipeline:
             self.last_load_s = time.perf_counter() - t0
 
     def _load_tokenizer(self):
-        from .errors import TokenizerError
-        from .tokenizer import check_tokenizer_matches_model, find_tokenizer, load_tokenizer
+        from s2studio.errors import TokenizerError
+        from s2studio.engine.text.tokenizer import check_tokenizer_matches_model, find_tokenizer, load_tokenizer
 
         s = self._settings
         path = s.tokenizer_path or find_tokenizer(s.model_path)
@@ -262,7 +262,7 @@ class Pipeline:
         return tok
 
     def _load_codec(self):
-        from .codec.placement import load_placed_codec
+        from s2studio.engine.codec.placement import load_placed_codec
 
         s = self._settings
         engine_device = self.placement.fast_device if self.placement is not None else "cpu"
@@ -290,7 +290,7 @@ class Pipeline:
     @property
     def voices(self):
         if self._voices is None:
-            from .voices import VoiceLibrary
+            from s2studio.engine.voices import VoiceLibrary
 
             self._voices = VoiceLibrary()
         return self._voices
@@ -302,7 +302,7 @@ class Pipeline:
 
     def segments_of(self, request: "SynthesisRequest") -> list:
         """The segments the request's text will be spoken in (with their seeds)."""
-        from .segmentation import Segment, split_text
+        from s2studio.engine.text.segmentation import Segment, split_text
 
         seg = request.segmentation
         if not seg.enabled:
@@ -331,7 +331,7 @@ class Pipeline:
         return SynthesisJob(lambda job: self._run(request, job))
 
     def _run(self, request: SynthesisRequest, job: SynthesisJob) -> Iterator[AudioChunk]:
-        from .generate import GenerationStats, generate_frames
+        from s2studio.engine.model.generate import GenerationStats, generate_frames
 
         # The lock is held until the generator finishes or is closed: one take at a time.
         with self._lock:
@@ -436,7 +436,7 @@ class Pipeline:
     def _reference(self, request: SynthesisRequest, timings: Timings) -> tuple[np.ndarray | None, str | None]:
         """The reference codes and transcript of a request (voice, codes, or audio to encode)."""
         if request.voice is not None:
-            from .voices import check_compatible
+            from s2studio.engine.voices import check_compatible
 
             voice = self.voices.get(request.voice)
             cfg = self.model.cfg
@@ -467,7 +467,7 @@ class Pipeline:
 
 
 def build_prompt_for(tok, model, text: str, ref_codes, ref_text) -> np.ndarray:
-    from .prompt import build_prompt
+    from s2studio.engine.text.prompt import build_prompt
 
     return build_prompt(tok, text, semantic_begin_id=model.cfg.semantic_begin_id,
                         num_codebooks=model.cfg.num_codebooks, ref_codes=ref_codes,
@@ -475,6 +475,6 @@ def build_prompt_for(tok, model, text: str, ref_codes, ref_text) -> np.ndarray:
 
 
 def derive_seed(base_seed: int, index: int) -> int:
-    from .segmentation import derive_segment_seed
+    from s2studio.engine.text.segmentation import derive_segment_seed
 
     return derive_segment_seed(base_seed, index)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import InputError
+from s2studio.errors import InputError
 
 log = logging.getLogger(__name__)
 

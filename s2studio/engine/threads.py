@@ -9,7 +9,7 @@ import torch
 
 def set_threads(n: int) -> int:
     if n < 0:
-        from .errors import InputError
+        from s2studio.errors import InputError
 
         raise InputError(f"threads must be 0 (all cores) or positive, not {n}")
     count = n or os.cpu_count() or 4

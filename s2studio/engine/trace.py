@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .dual_ar import DualAR
-from .errors import InputError
+from s2studio.engine.model.dual_ar import DualAR
+from s2studio.errors import InputError
 
 
 def teacher_forced_trace(model: DualAR, prompt: np.ndarray, codes: np.ndarray,

@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from s2studio import __version__
 from s2studio.audio import decode_audio_bytes
-from s2studio.engine.errors import S2Error
+from s2studio.errors import S2Error
 from s2studio.engine.pipeline import Pipeline, PostProcess, SynthesisRequest
 from s2studio.engine.voices import check_compatible, read_s2voice
 from s2studio.server.config import ServerConfig

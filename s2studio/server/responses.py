@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from s2studio.audio import float_to_pcm16, pcm16_wav_header, wav_bytes
-from s2studio.engine.errors import AudioInputError, InputError
+from s2studio.errors import AudioInputError, InputError
 from s2studio.engine.voices import IncompatibleVoiceError, VoiceNotFoundError
 from s2studio.server.jobs import Chunk, ClientGone, Done, Failed, JobQueue, Ticket
 

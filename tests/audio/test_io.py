@@ -13,7 +13,7 @@ import soundfile as sf
 
 import s2studio.audio as audio
 from s2studio.audio import wav_writing
-from s2studio.engine.errors import AudioInputError
+from s2studio.errors import AudioInputError
 
 SR = 44100
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"

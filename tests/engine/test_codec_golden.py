@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from s2studio.engine.codec import Codec, CodecConfig
-from s2studio.engine.errors import AudioInputError, ModelFileError
-from s2studio.engine.gguf_file import GGUFFile
+from s2studio.errors import AudioInputError, ModelFileError
+from s2studio.engine.model.gguf_file import GGUFFile
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden"
 DECODE_CASES = ["codec_roundtrip", "tts_f32", "clone_f32_qknorm"]

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from s2studio.engine.generate import GenerationParams, generate_codes
-from s2studio.engine.loader import load_dual_ar
+from s2studio.engine.model.generate import GenerationParams, generate_codes
+from s2studio.engine.model.loader import load_dual_ar
 from s2studio.engine.trace import teacher_forced_trace
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden"

@@ -8,7 +8,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from s2studio.engine.gguf_file import GGUFFile
+from s2studio.engine.model.gguf_file import GGUFFile
 
 MODEL = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden" / "tts_f32" / "model.gguf"
 

@@ -11,9 +11,9 @@ import gguf
 import numpy as np
 import pytest
 
-from s2studio.engine.errors import ModelFileError
-from s2studio.engine.gguf_file import GGUFFile
-from s2studio.engine.loader import load_dual_ar
+from s2studio.errors import ModelFileError
+from s2studio.engine.model.gguf_file import GGUFFile
+from s2studio.engine.model.loader import load_dual_ar
 
 GOLDEN_MODEL = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden" / "tts_f32" / "model.gguf"
 

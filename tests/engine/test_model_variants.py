@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from s2studio.engine.gguf_file import GGUFFile
-from s2studio.engine.generate import GenerationParams, generate_codes
-from s2studio.engine.loader import load_dual_ar
+from s2studio.engine.model.gguf_file import GGUFFile
+from s2studio.engine.model.generate import GenerationParams, generate_codes
+from s2studio.engine.model.loader import load_dual_ar
 from s2studio.engine.trace import teacher_forced_trace
-from s2studio.engine.transformer import rms_norm, stack_forward, linear
+from s2studio.engine.model.transformer import rms_norm, stack_forward, linear
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden"
 PROMPT = np.load(GOLDEN / "tts_f32" / "dumps" / "prompt_tokens.npy")

@@ -8,7 +8,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from s2studio.engine.errors import InputError, TokenizerError
+from s2studio.errors import InputError, TokenizerError
 from s2studio.engine.params import GenerationParams
 from s2studio.engine.pipeline import EngineSettings, Pipeline, PostProcess, SynthesisRequest
 

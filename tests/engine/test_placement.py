@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from s2studio.engine.errors import InputError
+from s2studio.errors import InputError
 from s2studio.engine.placement import available_devices, check_device_available, normalize_device, plan_placement
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden"
@@ -79,7 +79,7 @@ def test_reported_devices_and_missing_gpu_message():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("gpu_layers", [-1, 1])
 def test_cuda_matches_cpu_teacher_forced(gpu_layers):
-    from s2studio.engine.loader import load_dual_ar
+    from s2studio.engine.model.loader import load_dual_ar
     from s2studio.engine.trace import teacher_forced_trace
 
     d = GOLDEN / "clone_f32_qknorm"

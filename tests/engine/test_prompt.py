@@ -10,10 +10,10 @@ import pathlib
 import numpy as np
 import pytest
 
-from s2studio.engine.errors import InputError, TokenizerError
-from s2studio.engine.gguf_file import GGUFFile
-from s2studio.engine.prompt import SPEECH_HEADER, SYSTEM_CLONE, build_prompt
-from s2studio.engine.tokenizer import load_tokenizer
+from s2studio.errors import InputError, TokenizerError
+from s2studio.engine.model.gguf_file import GGUFFile
+from s2studio.engine.text.prompt import SPEECH_HEADER, SYSTEM_CLONE, build_prompt
+from s2studio.engine.text.tokenizer import load_tokenizer
 
 GOLDEN = pathlib.Path(__file__).parent.parent / "data" / "golden"
 

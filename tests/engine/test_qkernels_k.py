@@ -15,8 +15,9 @@ import torch
 
 pytest.importorskip("numba")
 
-from s2studio.engine import qkernels, qkernels_k  # noqa: E402
-from s2studio.engine.qmatrix import QuantMatrix  # noqa: E402
+from s2studio.engine.kernels import common as qkernels  # noqa: E402
+from s2studio.engine.kernels import quant_types as qkernels_k  # noqa: E402
+from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
 
 GT = gguf.GGMLQuantizationType
 # Each type's first run compiles its three kernels (~5 s, then cached on disk): the types

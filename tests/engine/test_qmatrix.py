@@ -12,10 +12,10 @@ import torch
 
 pytest.importorskip("numba")
 
-from s2studio.engine import qkernels  # noqa: E402
-from s2studio.engine.generate import GenerationParams, generate_codes  # noqa: E402
-from s2studio.engine.loader import load_dual_ar  # noqa: E402
-from s2studio.engine.qmatrix import QuantMatrix  # noqa: E402
+from s2studio.engine.kernels import common as qkernels  # noqa: E402
+from s2studio.engine.model.generate import GenerationParams, generate_codes  # noqa: E402
+from s2studio.engine.model.loader import load_dual_ar  # noqa: E402
+from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
 from s2studio.engine.trace import teacher_forced_trace  # noqa: E402
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden"
@@ -116,7 +116,7 @@ def test_without_kernels_the_weights_are_dequantized(q8_model, monkeypatch, capl
 
 
 def test_auto_follows_the_machine_verdict(q8_model, monkeypatch, tmp_path):
-    from s2studio.engine import qchoice
+    from s2studio.engine.kernels import choice as qchoice
 
     monkeypatch.setenv("S2STUDIO_CACHE_DIR", str(tmp_path))
     calls = []
@@ -135,7 +135,7 @@ def test_auto_follows_the_machine_verdict(q8_model, monkeypatch, tmp_path):
 
 
 def test_verdict_rule_and_cache(tmp_path):
-    from s2studio.engine import qchoice
+    from s2studio.engine.kernels import choice as qchoice
 
     assert qchoice.decide("Q8_0", 1.9, 1.0).keep_quantized  # slower but within 2x: memory wins
     assert not qchoice.decide("Q8_0", 2.1, 1.0).keep_quantized
@@ -150,7 +150,7 @@ def test_verdict_rule_and_cache(tmp_path):
 
 
 def test_measure_times_both_paths():
-    from s2studio.engine import qchoice
+    from s2studio.engine.kernels import choice as qchoice
 
     v = qchoice.measure("Q8_0")
     assert v.quantized_ms > 0 and v.float16_ms > 0 and "Q8_0 GEMV" in v.reason

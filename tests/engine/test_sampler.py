@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from s2studio.engine.errors import InputError
-from s2studio.engine.generate import GenerationParams, GenerationStats, generate_codes, generate_frames
-from s2studio.engine.loader import load_dual_ar
-from s2studio.engine.sampler import RAS_WINDOW, RepetitionWindow, sample_token
+from s2studio.errors import InputError
+from s2studio.engine.model.generate import GenerationParams, GenerationStats, generate_codes, generate_frames
+from s2studio.engine.model.loader import load_dual_ar
+from s2studio.engine.model.sampler import RAS_WINDOW, RepetitionWindow, sample_token
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden"
 PROMPT = np.load(GOLDEN / "tts_f32" / "dumps" / "prompt_tokens.npy")

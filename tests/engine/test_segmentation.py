@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from s2studio.engine.errors import InputError
-from s2studio.engine.segmentation import (
+from s2studio.errors import InputError
+from s2studio.engine.text.segmentation import (
     DEFAULT_SENTENCE_PAUSE_MS,
     MARKUP_RE,
     Segment,

@@ -14,9 +14,9 @@ import time
 import numpy as np
 import pytest
 
-from s2studio.engine.errors import InputError, TokenizerError
-from s2studio.engine.gguf_file import GGUFFile
-from s2studio.engine.tokenizer import (
+from s2studio.errors import InputError, TokenizerError
+from s2studio.engine.model.gguf_file import GGUFFile
+from s2studio.engine.text.tokenizer import (
     BYTE_TO_UNICODE,
     HFTokenizer,
     S2CppTokenizer,

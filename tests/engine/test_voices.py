@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from s2studio.engine.errors import InputError, S2Error
+from s2studio.errors import InputError, S2Error
 from s2studio.engine.voices import (
     IncompatibleVoiceError,
     InvalidVoiceIdError,

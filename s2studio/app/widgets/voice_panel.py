@@ -35,7 +35,7 @@ from s2studio.app.audio_service import AudioService
 from s2studio.app.widgets.level_meter import LevelMeter
 from s2studio.app.widgets.waveform import WaveformView
 from s2studio.audio import CODEC_SAMPLE_RATE, SUPPORTED_EXTENSIONS, read_audio, validate_reference
-from s2studio.engine.errors import S2Error
+from s2studio.errors import S2Error
 from s2studio.engine.voices import VoiceLibrary
 
 log = logging.getLogger(__name__)

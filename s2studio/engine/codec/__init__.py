@@ -10,8 +10,8 @@ Public API:
   ``placement.decide`` is the pure rule.
 """
 
-from .config import CodecConfig
-from .model import Codec
-from .streaming import StreamDecoder
+from s2studio.engine.codec.config import CodecConfig
+from s2studio.engine.codec.model import Codec
+from s2studio.engine.codec.streaming import StreamDecoder
 
 __all__ = ["Codec", "CodecConfig", "StreamDecoder"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..errors import ModelFileError
-from ..gguf_file import GGUFFile
+from s2studio.errors import ModelFileError
+from s2studio.engine.model.gguf_file import GGUFFile
 
 KEY = "fish_speech.codec."
 

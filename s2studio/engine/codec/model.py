@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import AudioInputError, ModelFileError
-from ..gguf_file import GGUFFile
-from .config import CONVNEXT_LN_EPS, RESIDUAL_DILATIONS, CodecConfig, TransformerConfig
-from .layers import (CausalConv, CausalTransConv, ConvNeXt, ResidualUnit, Snake, Transformer,
+from s2studio.errors import AudioInputError, ModelFileError
+from s2studio.engine.model.gguf_file import GGUFFile
+from s2studio.engine.codec.config import CONVNEXT_LN_EPS, RESIDUAL_DILATIONS, CodecConfig, TransformerConfig
+from s2studio.engine.codec.layers import (CausalConv, CausalTransConv, ConvNeXt, ResidualUnit, Snake, Transformer,
                      TransformerLayer, r16)
 
 log = logging.getLogger(__name__)
@@ -324,7 +324,7 @@ class Codec:
         return np.concatenate(out)
 
     def stream_decoder(self):
-        from .streaming import StreamDecoder
+        from s2studio.engine.codec.streaming import StreamDecoder
 
         return StreamDecoder(self)
 

@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..verdict_cache import cache_dir, machine_key, read_entry, write_entry
+from s2studio.engine.verdict_cache import cache_dir, machine_key, read_entry, write_entry
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def load_placed_codec(model_path: str, engine_device: str = "cpu", mode: str = "
     ``load(device)`` builds a codec on a device (default: ``Codec.from_gguf(model_path, ...)``);
     tests inject fakes. A GPU that fails to load falls back to the CPU with a logged warning.
     """
-    from .model import Codec
+    from s2studio.engine.codec.model import Codec
 
     if mode not in MODES:
         raise ValueError(f"codec placement mode must be one of {MODES}, not {mode!r}")
@@ -204,7 +204,7 @@ def load_placed_codec(model_path: str, engine_device: str = "cpu", mode: str = "
             if placement.device == "cpu":
                 raise
             # GPU init/alloc failure: s2.cpp warns and reloads on the CPU; so do we.
-            from ..errors import ModelFileError
+            from s2studio.errors import ModelFileError
 
             if isinstance(exc, ModelFileError):
                 raise  # a bad file is bad on every device

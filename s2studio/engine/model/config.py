@@ -12,8 +12,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ModelFileError
-from .gguf_file import GGUFFile
+from s2studio.errors import ModelFileError
+from s2studio.engine.model.gguf_file import GGUFFile
 
 log = logging.getLogger(__name__)
 

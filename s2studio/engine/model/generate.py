@@ -24,10 +24,10 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from .dual_ar import DualAR
-from .errors import InputError
-from .params import GenerationParams
-from .sampler import RAS_TEMPERATURE, RAS_TOP_P, RepetitionWindow, sample_token
+from s2studio.engine.model.dual_ar import DualAR
+from s2studio.errors import InputError
+from s2studio.engine.params import GenerationParams
+from s2studio.engine.model.sampler import RAS_TEMPERATURE, RAS_TOP_P, RepetitionWindow, sample_token
 
 log = logging.getLogger(__name__)
 

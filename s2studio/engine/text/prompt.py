@@ -13,7 +13,7 @@ tokenizer only the tokenization inside segments changes; for the cloning templat
 ``":\\n"`` as single tokens, as fish-speech did during training).
 
 User text (target text and transcript) goes through
-:meth:`~s2studio.engine.tokenizer.Tokenizer.check_user_text` first: a control token such as
+:meth:`~s2studio.engine.text.tokenizer.Tokenizer.check_user_text` first: a control token such as
 ``<|im_end|>`` in it is rejected with an :class:`InputError` instead of silently breaking
 the chat structure. ``<|speaker:N|>`` tags are allowed.
 """
@@ -24,8 +24,8 @@ import logging
 
 import numpy as np
 
-from .errors import InputError
-from .tokenizer import NEWLINE_ID, Tokenizer
+from s2studio.errors import InputError
+from s2studio.engine.text.tokenizer import NEWLINE_ID, Tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from . import qkernels
-from .qmatrix import QuantMatrix
-from .verdict_cache import cache_dir, machine_key, read_entry, write_entry
+from s2studio.engine.kernels import common as qkernels
+from s2studio.engine.kernels.qmatrix import QuantMatrix
+from s2studio.engine.verdict_cache import cache_dir, machine_key, read_entry, write_entry
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ModelFileError
+from s2studio.errors import ModelFileError
 
 log = logging.getLogger(__name__)
 

@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import qkernels
-from .qkernels import _CACHE, _jit, numba
+from s2studio.engine.kernels import common as qkernels
+from s2studio.engine.kernels.common import _CACHE, _jit, numba
 
 if numba is not None:
     from llvmlite import ir as _ir

@@ -15,10 +15,10 @@ from typing import Callable
 
 import torch
 
-from .config import ModelConfig, TransformerConfig
-from .errors import ModelFileError
-from .gguf_file import GGUFFile
-from .qmatrix import QuantMatrix
+from s2studio.engine.model.config import ModelConfig, TransformerConfig
+from s2studio.errors import ModelFileError
+from s2studio.engine.model.gguf_file import GGUFFile
+from s2studio.engine.kernels.qmatrix import QuantMatrix
 
 Weight = torch.Tensor | QuantMatrix
 

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .config import TransformerConfig
-from .qmatrix import QuantMatrix, bf16_scratch
-from .weights import LayerWeights, StackWeights, Weight
+from s2studio.engine.model.config import TransformerConfig
+from s2studio.engine.kernels.qmatrix import QuantMatrix, bf16_scratch
+from s2studio.engine.model.weights import LayerWeights, StackWeights, Weight
 
 
 # From this many rows on (prefill), a CPU matmul with 16-bit weights runs in bfloat16: torch's

@@ -1,20 +1,4 @@
-"""Voice profiles: s2.cpp's ``.s2voice`` file, and the studio's voice library folder.
-
-A voice is a reference clip encoded once into codec codes plus its transcript; reusing the
-stored codes means a voice is never re-encoded. The ``.s2voice`` layout (spec §8.2, s2.cpp
-``s2_voice.cpp``) is, little-endian and unpadded (s2.cpp writes each field on its own)::
-
-    0   8  magic "S2VOICE\\0"          28  8  u64 transcript_len (UTF-8 bytes + 1 for the NUL)
-    8   4  u32 version = 1             36  8  u64 codes_size in bytes (= 4·num_codebooks·T)
-    12  4  i32 num_codebooks           44     transcript bytes, NUL-terminated
-    16  4  i32 T_prompt (frames)       ..     int32 codes, codebook-major: codes[cb·T + t]
-    20  4  i32 sample_rate
-    24  4  i32 codebook_size
-
-Loading checks what s2.cpp checks (magic, version, transcript_len ≠ 0, NUL terminator,
-truncation) and what it does not (codes_size vs num_codebooks·T, T > 0, sane counts, sizes
-that match the file exactly, valid UTF-8, no NUL inside the transcript, codes within
-[0, codebook_size)). Every problem is a :class:`VoiceFileError` naming the file.
+"""The studio's voice library: a folder of ``.s2voice`` files with sidecar metadata.
 
 The library folder holds, per voice id, ``<id>.s2voice`` (usable by s2.cpp's ``--voice-dir``
 as it is), ``<id>.json`` (what s2.cpp has no room for: display name, language, notes,
@@ -32,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import struct
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -41,24 +24,22 @@ from pathlib import Path
 import numpy as np
 
 from s2studio.audio import CODEC_SAMPLE_RATE, SAMPLES_PER_CODE_FRAME, read_audio, resample, write_wav
-from s2studio.audio.atomic_file import atomic_output, remove_quietly
-from s2studio.engine.errors import InputError, S2Error
+from s2studio.audio.atomic_file import remove_quietly
+from s2studio.engine.voices.voice_file import (
+    DEFAULT_CODEBOOK_SIZE,
+    VOICE_SUFFIX,
+    VoiceFileError,
+    VoiceProfile,
+    _write_atomic,
+    encode_s2voice,
+    read_s2voice,
+)
+from s2studio.errors import InputError, S2Error
 
-MAGIC = b"S2VOICE\x00"
-VERSION = 1
-HEADER = struct.Struct("<8sIiiiiQQ")  # = 44 bytes, the order s2.cpp's save() writes
-VOICE_SUFFIX = ".s2voice"
 SIDECAR_SUFFIX = ".json"
 REFERENCE_SUFFIX = ".ref.wav"
 SIDECAR_FORMAT = "s2studio-voice"
 SIDECAR_VERSION = 1
-
-DEFAULT_NUM_CODEBOOKS = 10
-DEFAULT_CODEBOOK_SIZE = 4096
-# Sanity bounds for header counts, so a corrupt header cannot make us allocate gigabytes.
-MAX_NUM_CODEBOOKS = 64
-MAX_CODEBOOK_SIZE = 1 << 20
-MAX_SAMPLE_RATE = 1_000_000
 MAX_ID_LENGTH = 64
 MAX_EXISTING_ID_LENGTH = 200  # leaves room for ".ref.wav" within a 255-byte file name
 
@@ -69,22 +50,6 @@ _WINDOWS_RESERVED = frozenset(
     ["CON", "PRN", "AUX", "NUL"] + [f"COM{i}" for i in range(1, 10)] + [f"LPT{i}" for i in range(1, 10)]
 )
 
-
-# ---------------------------------------------------------------------------------------------
-# errors
-
-
-class VoiceFileError(S2Error):
-    """A .s2voice file (or its sidecar) cannot be read, written or used."""
-
-    def __init__(self, path: str | os.PathLike[str], problem: str):
-        self.path = os.fspath(path)
-        self.problem = problem
-        super().__init__(f"Voice profile {self.path}: {problem}")
-
-
-class IncompatibleVoiceError(VoiceFileError):
-    """A valid voice profile that was made for another model or codec."""
 
 
 class InvalidVoiceIdError(InputError):
@@ -105,181 +70,10 @@ class VoiceExistsError(S2Error):
         super().__init__(f"A voice {voice_id!r} already exists ({self.path}); choose another id or overwrite it.")
 
 
-# ---------------------------------------------------------------------------------------------
-# the .s2voice file
-
-
-@dataclass(frozen=True, eq=False)
-class VoiceProfile:
-    """The content of one .s2voice file."""
-
-    codes: np.ndarray  # int32 [num_codebooks, num_frames], codebook-major
-    transcript: str
-    sample_rate: int = CODEC_SAMPLE_RATE
-    codebook_size: int = DEFAULT_CODEBOOK_SIZE
-
-    @property
-    def num_codebooks(self) -> int:
-        return int(self.codes.shape[0])
-
-    @property
-    def num_frames(self) -> int:
-        return int(self.codes.shape[1])
-
-
-def encode_s2voice(profile: VoiceProfile) -> bytes:
-    """The exact bytes s2.cpp's ``VoiceProfile::save`` writes for this profile."""
-    codes, transcript_bytes = _checked_profile(profile)
-    header = HEADER.pack(
-        MAGIC,
-        VERSION,
-        codes.shape[0],
-        codes.shape[1],
-        profile.sample_rate,
-        profile.codebook_size,
-        len(transcript_bytes) + 1,
-        codes.size * 4,
-    )
-    return header + transcript_bytes + b"\x00" + codes.astype("<i4", copy=False).tobytes(order="C")
-
-
-def _checked_profile(profile: VoiceProfile) -> tuple[np.ndarray, bytes]:
-    codes = np.asarray(profile.codes)
-    if codes.ndim != 2 or codes.shape[0] < 1 or codes.shape[1] < 1:
-        raise InputError(f"Voice codes must be a non-empty [codebooks, frames] array, not shape {codes.shape}.")
-    if codes.shape[0] > MAX_NUM_CODEBOOKS:
-        raise InputError(f"Voice codes have {codes.shape[0]} codebooks; at most {MAX_NUM_CODEBOOKS} are supported.")
-    if not np.issubdtype(codes.dtype, np.integer):
-        raise InputError(f"Voice codes must be integers, not {codes.dtype}.")
-    for name, value, high in (
-        ("sample rate", profile.sample_rate, MAX_SAMPLE_RATE),
-        ("codebook size", profile.codebook_size, MAX_CODEBOOK_SIZE),
-    ):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 < value <= high:
-            raise InputError(f"Voice {name} must be a whole number in 1..{high}, not {value!r}.")
-    if codes.min() < 0 or codes.max() >= profile.codebook_size:
-        raise InputError(
-            f"Voice codes must lie in [0, {profile.codebook_size}); got {int(codes.min())}..{int(codes.max())}."
-        )
-    transcript = profile.transcript
-    if not isinstance(transcript, str) or not transcript.strip():
-        raise InputError("A voice needs the transcript of its reference clip; it is empty.")
-    if "\x00" in transcript:
-        raise InputError("A voice transcript cannot contain a NUL character.")
-    try:
-        transcript_bytes = transcript.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError("The voice transcript contains a character that is not valid Unicode.") from None
-    return np.ascontiguousarray(codes, dtype=np.int32), transcript_bytes
-
-
-def decode_s2voice(data: bytes, path: str | os.PathLike[str] = "<memory>") -> VoiceProfile:
-    """Parse .s2voice bytes; any problem is a :class:`VoiceFileError` naming ``path``."""
-    size = len(data)
-
-    def fail(problem: str) -> VoiceFileError:
-        return VoiceFileError(path, problem)
-
-    if size < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
-        raise fail('is not an s2 voice profile (it does not start with "S2VOICE").')
-    if size < HEADER.size:
-        raise fail(f"is truncated: {size} bytes, shorter than the {HEADER.size}-byte header.")
-    _magic, version, n_cb, n_frames, sample_rate, codebook_size, transcript_len, codes_size = HEADER.unpack_from(data)
-    if version != VERSION:
-        raise fail(f"has format version {version}; only version {VERSION} is supported.")
-    if not 0 < n_cb <= MAX_NUM_CODEBOOKS:
-        raise fail(f"has an invalid number of codebooks ({n_cb}).")
-    if n_frames <= 0:
-        raise fail(f"has an invalid number of frames ({n_frames}); a voice needs at least one.")
-    if not 0 < sample_rate <= MAX_SAMPLE_RATE:
-        raise fail(f"has an invalid sample rate ({sample_rate}).")
-    if not 0 < codebook_size <= MAX_CODEBOOK_SIZE:
-        raise fail(f"has an invalid codebook size ({codebook_size}).")
-    if transcript_len == 0:
-        raise fail("has a transcript length of 0 (even an empty transcript has its NUL byte).")
-    expected_codes = 4 * n_cb * n_frames
-    if codes_size != expected_codes:
-        raise fail(
-            f"says its codes take {codes_size} bytes, but {n_cb} codebooks × {n_frames} frames "
-            f"need {expected_codes}."
-        )
-    expected_size = HEADER.size + transcript_len + codes_size
-    if size < expected_size:
-        raise fail(f"is truncated: {size} bytes, the header announces {expected_size}.")
-    if size > expected_size:
-        raise fail(f"has {size - expected_size} unexpected bytes after the codes (the header announces {expected_size}).")
-    raw = data[HEADER.size : HEADER.size + transcript_len]
-    if raw[-1] != 0:
-        raise fail("has a transcript that is not NUL-terminated.")
-    raw = raw[:-1]
-    if b"\x00" in raw:
-        raise fail("has a NUL byte inside its transcript (s2.cpp would silently cut the transcript there).")
-    try:
-        transcript = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise fail(f"has a transcript that is not valid UTF-8 (byte {err.start}).") from None
-    if not transcript.strip():
-        raise fail("has an empty transcript, so s2.cpp would ignore its codes.")
-    codes = np.frombuffer(data, dtype="<i4", count=n_cb * n_frames, offset=HEADER.size + transcript_len)
-    codes = codes.astype(np.int32).reshape(n_cb, n_frames)
-    bad = (codes < 0) | (codes >= codebook_size)
-    if bad.any():
-        cb, t = (int(v) for v in np.argwhere(bad)[0])
-        raise fail(f"has code {int(codes[cb, t])} at codebook {cb}, frame {t}, outside [0, {codebook_size}).")
-    return VoiceProfile(codes=codes, transcript=transcript, sample_rate=sample_rate, codebook_size=codebook_size)
-
-
-def read_s2voice(path: str | os.PathLike[str]) -> VoiceProfile:
-    path = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise VoiceFileError(path, "does not exist.") from None
-    except IsADirectoryError:
-        raise VoiceFileError(path, "is a folder, not a voice profile.") from None
-    except OSError as err:
-        raise VoiceFileError(path, f"cannot be read ({err.strerror or err}).") from err
-    return decode_s2voice(data, path)
-
-
-def write_s2voice(path: str | os.PathLike[str], profile: VoiceProfile) -> None:
-    """Atomically write ``profile`` in s2.cpp's layout (temp file + rename)."""
-    _write_atomic(os.fspath(path), encode_s2voice(profile))
-
-
-def check_compatible(
-    profile: VoiceProfile,
-    *,
-    num_codebooks: int,
-    codebook_size: int,
-    sample_rate: int,
-    path: str | os.PathLike[str] = "<memory>",
-) -> None:
-    """Raise :class:`IncompatibleVoiceError` unless the profile fits this model and codec
-    (s2.cpp's ``is_compatible``: the same three values must be equal)."""
-    problems = [
-        f"{label} {have} (the model needs {want})"
-        for label, have, want in (
-            ("codebooks", profile.num_codebooks, num_codebooks),
-            ("codebook size", profile.codebook_size, codebook_size),
-            ("sample rate", profile.sample_rate, sample_rate),
-        )
-        if have != want
-    ]
-    if problems:
-        raise IncompatibleVoiceError(
-            path, "was made for a different model: " + ", ".join(problems) + ". Re-create the voice from its reference clip."
-        )
-
 
 def _utc_now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
-
-def _write_atomic(dest: str, data: bytes) -> None:
-    with atomic_output(dest) as f:
-        f.write(data)
 
 
 # ---------------------------------------------------------------------------------------------

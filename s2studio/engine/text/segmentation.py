@@ -52,7 +52,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from s2studio.engine.errors import InputError
+from s2studio.errors import InputError
 
 DEFAULT_SENTENCE_PAUSE_MS = 180  # s2.cpp server's sentence_pause_ms
 MODES = ("sentences", "s2cpp")

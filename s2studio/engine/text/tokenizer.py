@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from .errors import InputError, TokenizerError
+from s2studio.errors import InputError, TokenizerError
 
 MODES = ("hf", "s2cpp")
 DEFAULT_MODE = "hf"

@@ -6,12 +6,12 @@ import logging
 import os
 from typing import Callable
 
-from .config import read_model_config
-from .dual_ar import DualAR
-from .errors import ModelFileError
-from .gguf_file import GGUFFile
-from .placement import Placement, check_device_available, plan_placement
-from .weights import load_weights
+from s2studio.engine.model.config import read_model_config
+from s2studio.engine.model.dual_ar import DualAR
+from s2studio.errors import ModelFileError
+from s2studio.engine.model.gguf_file import GGUFFile
+from s2studio.engine.placement import Placement, check_device_available, plan_placement
+from s2studio.engine.model.weights import load_weights
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +35,16 @@ def load_dual_ar(path: str | os.PathLike[str], *, device: str = "cpu", gpu_layer
              plan.fast_device, str(plan.dtype).replace("torch.", ""))
     quantized_types: frozenset[str] = frozenset()
     if plan.quantized and plan.gpu_layer_count < cfg.slow.n_layer:
-        from . import qkernels
-        from .qmatrix import supported_types
+        from s2studio.engine.kernels import common as qkernels
+        from s2studio.engine.kernels.qmatrix import supported_types
 
         if qkernels.available():
-            from .qmatrix import warm_up
+            from s2studio.engine.kernels.qmatrix import warm_up
 
             in_file = {i.type_name for n, i in f.tensors.items() if i.type_name in supported_types()}
             warm_up(in_file)  # numba compiles here (first start only), not in the first prefill
             if dtype == "auto":  # keep the blocks unless this machine runs them clearly slower
-                from .qchoice import types_to_keep
+                from s2studio.engine.kernels.choice import types_to_keep
 
                 quantized_types = types_to_keep(in_file)
             else:

@@ -11,10 +11,10 @@ import math
 import numpy as np
 import torch
 
-from .config import ModelConfig
-from .transformer import KVCache, RopeTable, linear, rms_norm, stack_forward
-from .qmatrix import QuantMatrix
-from .weights import DualARWeights
+from s2studio.engine.model.config import ModelConfig
+from s2studio.engine.model.transformer import KVCache, RopeTable, linear, rms_norm, stack_forward
+from s2studio.engine.kernels.qmatrix import QuantMatrix
+from s2studio.engine.model.weights import DualARWeights
 
 
 class DualAR:

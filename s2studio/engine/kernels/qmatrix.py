@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import qkernels
-from . import qkernels_k  # noqa: F401  (registers the K-quant kernels)
+from s2studio.engine.kernels import common as qkernels
+from s2studio.engine.kernels import quant_types  # noqa: F401  (registers the K-quant kernels)
 
 
 def supported_types() -> set[str]:

@@ -1,0 +1,1 @@
+"""Kernels that compute on GGUF quantized blocks directly (numba; optional at run time)."""

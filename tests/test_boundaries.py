@@ -1,8 +1,9 @@
-"""Imports flow one way: audio -> engine -> cli/server -> app. Nothing imports the app.
+"""Imports flow one way: errors -> audio -> engine -> cli/server -> app. Nothing imports the app.
 
-``s2studio.audio`` (numpy/soundfile, all audio file I/O) sits below the engine: it may use the
-engine's error classes, nothing else of it. The engine (torch) reads and writes audio only
-through it. The CLI and the server drive the engine; the app drives the engine's Pipeline.
+``s2studio.errors`` (the exception hierarchy) imports nothing of the package. ``s2studio.audio``
+(numpy/soundfile, all audio file I/O) sits below the engine and imports nothing of it. The
+engine (torch) reads and writes audio only through it. The CLI and the server drive the engine;
+the app drives only the engine's public API (``PUBLIC_ENGINE``).
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "s2studio"
 FORBIDDEN = {
     "engine": ("s2studio.app", "s2studio.cli", "s2studio.server", "PySide6", "sounddevice"),
     "audio": ("s2studio.app", "s2studio.cli", "s2studio.server", "s2studio.engine", "PySide6", "torch"),
+    "errors.py": ("s2studio.app", "s2studio.cli", "s2studio.server", "s2studio.engine", "s2studio.audio",
+                  "PySide6", "torch"),
     "cli": ("PySide6",),
     "server": ("s2studio.app", "PySide6"),
 }
 # The one sanctioned way into the app: the entry point opens it when run without a command.
 ALLOWED = {("cli/__init__.py", "s2studio.app")}
-# The audio layer shares the engine's error classes and nothing else of it.
-SHARED = ("s2studio.errors",)
+# What the app may use of the engine: the Pipeline API, its parameters and the voice library.
+PUBLIC_ENGINE = ("s2studio.engine.pipeline", "s2studio.engine.params", "s2studio.engine.voices")
 
 
 def imported_modules(path: pathlib.Path) -> set[str]:
@@ -45,12 +48,12 @@ def imported_modules(path: pathlib.Path) -> set[str]:
 def test_packages_import_only_downstream():
     problems = []
     for pkg, forbidden in FORBIDDEN.items():
-        for path in (ROOT / pkg).rglob("*.py") if (ROOT / pkg).exists() else []:
+        target = ROOT / pkg
+        for path in [target] if target.is_file() else target.rglob("*.py"):
             rel = str(path.relative_to(ROOT))
             for mod in imported_modules(path):
                 for bad in forbidden:
-                    if (mod == bad or mod.startswith(bad + ".")) and (rel, bad) not in ALLOWED \
-                            and mod not in SHARED:
+                    if (mod == bad or mod.startswith(bad + ".")) and (rel, bad) not in ALLOWED:
                         problems.append(f"{rel} imports {mod}")
     assert not problems, problems
 
@@ -65,6 +68,23 @@ def test_nothing_outside_app_imports_app():
             if (mod == "s2studio.app" or mod.startswith("s2studio.app.")) and (rel, "s2studio.app") not in ALLOWED:
                 problems.append(f"{rel} imports {mod}")
     assert not problems, problems
+
+
+def test_app_uses_only_the_public_engine_api():
+    problems = []
+    for path in (ROOT / "app").rglob("*.py"):
+        for mod in imported_modules(path):
+            if (mod == "s2studio.engine" or mod.startswith("s2studio.engine.")) and mod not in PUBLIC_ENGINE:
+                problems.append(f"{path.relative_to(ROOT)} imports {mod}")
+    assert not problems, problems
+
+
+def test_the_checks_see_the_layers():
+    # A renamed folder must not turn the checks above into checks of nothing.
+    for pkg in FORBIDDEN:
+        assert (ROOT / pkg).exists(), pkg
+    assert any(m.startswith("s2studio.engine.") for m in imported_modules(ROOT / "app" / "worker.py"))
+    assert "s2studio.errors" in imported_modules(ROOT / "audio" / "reading.py")
 
 
 def test_engine_audio_and_cli_import_without_qt():

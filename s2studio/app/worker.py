@@ -132,13 +132,12 @@ class InferenceWorker(QObject):
             except BaseException:
                 self._pipeline.unload()  # a half-loaded model must not be mistaken for a good one
                 raise
-            from s2studio.engine.placement import available_devices
 
             placement = self._pipeline.codec_placement
             self.loaded.emit(LoadInfo(codec_device=str(getattr(placement, "device", "")),
                                       codec_reason=str(getattr(placement, "reason", "")),
                                       load_seconds=time.perf_counter() - t0,
-                                      devices=tuple(available_devices())))
+                                      devices=tuple(Pipeline.available_devices())))
         return self._pipeline
 
     def _generate(self, request: GenerateRequest) -> None:

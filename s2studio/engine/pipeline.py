@@ -191,6 +191,13 @@ class Pipeline:
         self.last_load_s = 0.0
 
     # ---- settings and loading -------------------------------------------------------------
+    @staticmethod
+    def available_devices() -> list[tuple[str, str]]:
+        """``(device, description)`` for the CPU and each usable GPU; loads no model (imports torch)."""
+        from s2studio.engine.placement import available_devices
+
+        return available_devices()
+
     @property
     def settings(self) -> EngineSettings:
         return self._settings

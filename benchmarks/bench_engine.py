@@ -7,7 +7,9 @@
 
 Reports load time, prefill, Slow-AR ms/step and Fast-AR ms/frame (separately), the codec's
 cost per second of audio on the generated codes, time to first audio when streaming, the
-end-to-end real-time factor, peak RSS (and its ratio to the file size) and, measured in the same run, the streaming-read bandwidth of memory. A decode step must read
+end-to-end real-time factor, peak RSS (and its ratio to the file size) and, measured in the same run, the streaming-read bandwidth of memory.
+``--busy N`` runs N CPU-bound competitor processes (as a browser or a compile would) during
+the generation, to measure a busy desktop; compare with the same command without it. A decode step must read
 every weight it uses once, so ``weight bytes per frame / bandwidth`` is a floor no engine can
 beat; the "x floor" columns say how far above it we are. Ratios within one run are what to
 compare across machines and commits, never absolute times.
@@ -77,6 +79,18 @@ def ensure_model(kind: str, cache_dir: pathlib.Path) -> pathlib.Path:
                         "--dtype", dtype], check=True, stdout=subprocess.DEVNULL)
         os.replace(tmp, out)
     return out
+
+
+# A CPU-bound competitor: spins until the benchmark (its parent) is gone.
+_SPIN = ("import os\nparent, n = os.getppid(), 0\nwhile True:\n    n += 1\n"
+         "    if n % 5000000 == 0 and os.getppid() != parent:\n        break\n")
+
+
+def start_competitors(count: int) -> list[subprocess.Popen]:
+    """``count`` busy processes, unpinned (the scheduler places them, as on a desktop)."""
+    procs = [subprocess.Popen([sys.executable, "-c", _SPIN]) for _ in range(count)]
+    time.sleep(0.3)  # let them reach their loop
+    return procs
 
 
 def weight_bytes_per_frame(model) -> dict[str, int]:
@@ -150,6 +164,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print JSON only")
     ap.add_argument("--stream-stride", type=int, default=4, help="frames per streaming chunk (time to first audio)")
     ap.add_argument("--no-codec", action="store_true", help="skip the codec figures")
+    ap.add_argument("--busy", type=int, default=0, choices=range(0, 17), metavar="N",
+                    help="CPU-bound competitor processes running while generating (0-16; default 0)")
     a = ap.parse_args(argv)
 
     threads = set_threads(a.threads)
@@ -171,7 +187,13 @@ def main(argv=None) -> int:
                              im_end_id=im_end):
         pass
     st = GenerationStats()
-    frames = [f.codes for f in generate_frames(model, prompt, params, im_end_id=im_end, stats=st)]
+    competitors = start_competitors(a.busy)
+    try:
+        frames = [f.codes for f in generate_frames(model, prompt, params, im_end_id=im_end, stats=st)]
+    finally:
+        for proc in competitors:
+            proc.kill()
+            proc.wait()
     codec = codec_figures(path, np.stack(frames, axis=1), a.stream_stride) if not a.no_codec else {}
     steps = max(st.frames - 1, 1)
     slow_ms = 1000 * st.slow_s / steps
@@ -181,7 +203,7 @@ def main(argv=None) -> int:
     out = {
         "model": str(path), "device": a.device,
         "weights": weight_format(model, plan),
-        "threads": threads, "bandwidth_GBps": round(bw, 2),
+        "threads": threads, "busy_competitors": a.busy, "bandwidth_GBps": round(bw, 2),
         "load_s": round(load_s, 2), "prompt_tokens": a.prompt_tokens,
         "prefill_ms": round(1000 * st.prefill_s, 1), "frames": st.frames,
         "slow_ms_per_step": round(slow_ms, 2), "fast_ms_per_frame": round(fast_ms, 2),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 
@@ -23,7 +24,7 @@ from s2studio.server.guards import ApiKeyGuard, BodyLimit, UploadTooLarge
 from s2studio.server.jobs import JobQueue, QueueFull
 from s2studio.server.openai import parse_speech_body
 from s2studio.server.openapi import openapi_document
-from s2studio.server.params import BadRequest, GenerateSpec, parse_generate_form
+from s2studio.server.params import DEFAULT_LIMITS, BadRequest, GenerateSpec, RequestLimits, parse_generate_form
 from s2studio.server.responses import AudioOutput, SynthesisResponse, error_message, error_status, json_error
 from s2studio.server.voice_select import request_voice_dir, resolve_request_voice
 
@@ -62,24 +63,39 @@ class Server:
         self.queue = JobQueue(config.queue_depth, threads=pipeline.settings.threads)
 
     # ---- routes ---------------------------------------------------------------------------------
+    @property
+    def limits(self) -> RequestLimits:
+        """The per-request limits: the operator's text limits and the loaded model's context."""
+        cfg = self.pipeline.model.cfg if self.pipeline.is_loaded else None
+        return RequestLimits(max_tokens=cfg.context_length if cfg is not None else DEFAULT_LIMITS.max_tokens,
+                             max_text_chars=self.config.max_text_chars,
+                             max_reference_text_chars=self.config.max_reference_text_chars)
+
     async def generate(self, request: Request):
-        async with request.form(max_files=MAX_FORM_FILES, max_fields=MAX_FORM_FIELDS,
-                                max_part_size=self.config.max_upload_bytes) as form:
-            spec = parse_generate_form(form, self.config.generation, self.config.max_new_tokens_limit)
-            reference = None
-            if spec.reference is not None:
-                data = await spec.reference.read()
-                if data:  # an empty upload means "no reference", as in s2.cpp
-                    reference = (data, spec.reference.filename or "reference")
-        return await self.submit(spec, output_for(spec), reference)
+        # A place in the queue first: a full queue answers 503 before the body is parsed or
+        # any reference audio decoded.
+        with self.queue.admission() as enqueue:
+            async with request.form(max_files=MAX_FORM_FILES, max_fields=MAX_FORM_FIELDS,
+                                    max_part_size=self.config.max_upload_bytes) as form:
+                spec = parse_generate_form(form, self.config.generation, self.config.max_new_tokens_limit,
+                                           self.limits)
+                reference = None
+                if spec.reference is not None:
+                    data = await spec.reference.read()
+                    if data:  # an empty upload means "no reference", as in s2.cpp
+                        reference = (data, spec.reference.filename or "reference")
+            return await self.submit(spec, output_for(spec), reference, enqueue)
 
     async def speech(self, request: Request):
-        try:
-            body = await request.json()
-        except ValueError:
-            raise BadRequest("The request body is not valid JSON.") from None
-        spec, output = parse_speech_body(body, self.config.generation, self.config.max_new_tokens_limit)
-        return await self.submit(spec, output, None)
+        with self.queue.admission() as enqueue:
+            body = await request.body()
+            try:
+                decoded = json.loads(body)
+            except (ValueError, RecursionError):  # RecursionError: [[[[... nested too deep
+                raise BadRequest("The request body is not valid JSON.") from None
+            spec, output = parse_speech_body(decoded, self.config.generation, self.config.max_new_tokens_limit,
+                                             self.limits)
+            return await self.submit(spec, output, None, enqueue)
 
     async def health(self, request: Request):
         p = self.pipeline
@@ -107,7 +123,12 @@ class Server:
                                         for v in infos]})
 
     # ---- the common synthesis path -------------------------------------------------------------
-    async def submit(self, spec: GenerateSpec, output: AudioOutput, reference: tuple[bytes, str] | None):
+    async def submit(self, spec: GenerateSpec, output: AudioOutput, reference: tuple[bytes, str] | None,
+                     enqueue):
+        """Prepare the take (decode the reference, read the voice) and queue it through the
+        place ``enqueue`` (from ``JobQueue.admission``) holds."""
+        if spec.n_threads is not None:
+            log.debug("ignoring the request's n_threads=%d: threads are set by the operator", spec.n_threads)
         samples = codes = None
         ref_text = spec.reference_text
         if reference is not None:  # audio wins over a voice, as in s2.cpp
@@ -124,10 +145,7 @@ class Server:
             reference_text=ref_text if (samples is not None or codes is not None) else None,
             generation=spec.generation, segmentation=spec.segmentation,
             postprocess=postprocess_for(spec, output), stream_stride=spec.stream_stride))
-        try:
-            ticket = self.queue.submit(job, spec.n_threads)
-        except QueueFull as exc:
-            return json_error(503, str(exc), {"Retry-After": str(self.config.retry_after_s)})
+        ticket = enqueue(job)
         return SynthesisResponse(self.queue, ticket, output, self.pipeline.codec.sample_rate)
 
     def _voice(self, spec: GenerateSpec):
@@ -157,6 +175,13 @@ async def _too_large(request, exc: UploadTooLarge):
     return json_error(413, str(exc))
 
 
+def _queue_full(retry_after_s: int):
+    async def handler(request, exc: QueueFull):
+        return json_error(503, str(exc), {"Retry-After": str(retry_after_s)})
+
+    return handler
+
+
 def create_app(pipeline: Pipeline, config: ServerConfig) -> Starlette:
     """The ASGI app. Its lifespan loads the model (if not loaded) before the first request and
     starts/stops the synthesis worker."""
@@ -183,6 +208,7 @@ def create_app(pipeline: Pipeline, config: ServerConfig) -> Starlette:
         routes=routes, lifespan=lifespan,
         middleware=[Middleware(ApiKeyGuard, api_key=config.api_key),
                     Middleware(BodyLimit, limit=config.max_upload_bytes)],
-        exception_handlers={BadRequest: _bad_request, S2Error: _engine_error, UploadTooLarge: _too_large})
+        exception_handlers={BadRequest: _bad_request, S2Error: _engine_error, UploadTooLarge: _too_large,
+                            QueueFull: _queue_full(config.retry_after_s)})
     app.state.server = server
     return app

@@ -10,6 +10,8 @@ from s2studio.engine.params import GenerationParams
 DEFAULT_PORT = 3030  # s2.cpp's
 DEFAULT_QUEUE_DEPTH = 4
 DEFAULT_MAX_UPLOAD_MB = 50.0
+DEFAULT_MAX_TEXT_CHARS = 10_000
+DEFAULT_MAX_REFERENCE_TEXT_CHARS = 1_000
 
 
 @dataclass(frozen=True)
@@ -25,11 +27,17 @@ class ServerConfig:
     # server cap the work one request can cause; larger requests are clamped, not refused.
     max_new_tokens_limit: int | None = None
     retry_after_s: int = 5  # the Retry-After of a 503
+    # Longest text / reference transcript of one request (413 beyond): the prompt's memory
+    # and prefill time grow with it.
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    max_reference_text_chars: int = DEFAULT_MAX_REFERENCE_TEXT_CHARS
 
     def __post_init__(self) -> None:
         if self.queue_depth < 0:
             raise ValueError("queue_depth must be 0 or more")
         if self.max_upload_bytes < 1:
             raise ValueError("max_upload_bytes must be positive")
+        if self.max_text_chars < 1 or self.max_reference_text_chars < 1:
+            raise ValueError("max_text_chars and max_reference_text_chars must be positive")
         if self.api_key is not None and not self.api_key:
             raise ValueError("an empty API key would accept anyone; pass None for no key")

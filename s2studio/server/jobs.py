@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import threading
 from dataclasses import dataclass
@@ -50,9 +51,8 @@ Event = Chunk | Done | Failed
 class Ticket:
     """One request's place in the queue; ``next_event()`` awaits its chunks, then Done/Failed."""
 
-    def __init__(self, job: SynthesisJob, loop: asyncio.AbstractEventLoop, n_threads: int | None = None):
+    def __init__(self, job: SynthesisJob, loop: asyncio.AbstractEventLoop):
         self.job = job
-        self.n_threads = n_threads
         self._loop = loop
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._cancelled = threading.Event()
@@ -88,6 +88,7 @@ class JobQueue:
         self.depth = depth
         self.threads = threads  # the server's CPU thread count (0: all cores), between requests
         self._waiting: collections.deque[Ticket] = collections.deque()
+        self._admitted = 0  # requests given a place but not yet queued (still being read/decoded)
         self._active: Ticket | None = None
         self._cond = threading.Condition()
         self._stopping = False
@@ -96,8 +97,9 @@ class JobQueue:
     # ---- state, for /health -----------------------------------------------------------------
     @property
     def waiting(self) -> int:
+        """Requests waiting for the model, including admitted ones still being prepared."""
         with self._cond:
-            return len(self._waiting)
+            return len(self._waiting) + self._admitted
 
     @property
     def busy(self) -> bool:
@@ -128,17 +130,49 @@ class JobQueue:
             thread.join(timeout)
 
     # ---- requests -----------------------------------------------------------------------------
-    def submit(self, job: SynthesisJob, n_threads: int | None = None) -> Ticket:
-        """Queue a job for the calling event loop; ``QueueFull`` when ``depth`` are waiting."""
-        ticket = Ticket(job, asyncio.get_running_loop(), n_threads)
+    def _check_room(self) -> None:
+        """(under the lock) ``QueueFull`` unless a request may join: one running plus ``depth``
+        waiting (admitted ones included) is full."""
+        if self._stopping:
+            raise QueueFull("The server is shutting down.")
+        occupied = (self._active is not None) + len(self._waiting) + self._admitted
+        if occupied > self.depth:
+            waiting = occupied - (self._active is not None)
+            raise QueueFull(f"Server busy: one synthesis running and {waiting} waiting.")
+
+    @contextlib.contextmanager
+    def admission(self):
+        """Hold a place in the queue while a request is read and its audio decoded, so a full
+        queue answers 503 before any of that work (a reference upload can take seconds to
+        decode). Yields ``submit(job) -> Ticket``; leaving without submitting frees the place."""
         with self._cond:
-            if self._stopping:
-                raise QueueFull("The server is shutting down.")
-            if self._active is not None and len(self._waiting) >= self.depth:
-                raise QueueFull(f"Server busy: one synthesis running and {len(self._waiting)} waiting.")
-            self._waiting.append(ticket)
-            self._cond.notify_all()
-        return ticket
+            self._check_room()
+            self._admitted += 1
+        held = True
+
+        def submit(job: SynthesisJob) -> Ticket:
+            nonlocal held
+            ticket = Ticket(job, asyncio.get_running_loop())
+            with self._cond:
+                if self._stopping:
+                    raise QueueFull("The server is shutting down.")
+                self._admitted -= 1
+                held = False
+                self._waiting.append(ticket)
+                self._cond.notify_all()
+            return ticket
+
+        try:
+            yield submit
+        finally:
+            if held:
+                with self._cond:
+                    self._admitted -= 1
+
+    def submit(self, job: SynthesisJob) -> Ticket:
+        """Queue a job for the calling event loop; ``QueueFull`` when ``depth`` are waiting."""
+        with self.admission() as submit:
+            return submit(job)
 
     def withdraw(self, ticket: Ticket) -> None:
         """Cancel a ticket; if it is still waiting its place is freed at once."""
@@ -170,10 +204,11 @@ class JobQueue:
     def _run(self, ticket: Ticket) -> None:
         from s2studio.engine.threads import set_threads
 
-        # s2.cpp's per-request n_threads. torch's count is process-wide, which is fine because
-        # only this worker synthesizes; every job sets it, so one request's choice never leaks
-        # into the next.
-        set_threads(ticket.n_threads or self.threads)
+        # The operator's thread count for every job. s2.cpp lets each request choose
+        # (n_threads); here a client never does: {"n_threads": 20000} started 20 000 threads.
+        # torch's count is process-wide, so it is set again in case anything else in the
+        # process changed it.
+        set_threads(self.threads)
         try:
             for chunk in ticket.job:
                 ticket.post(Chunk(chunk))

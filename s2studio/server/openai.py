@@ -12,7 +12,8 @@ body as extensions (``max_new_tokens``, ``temperature``, ``top_p``, ``top_k``,
 from __future__ import annotations
 
 from s2studio.engine.params import GenerationParams
-from s2studio.server.params import BadRequest, GenerateSpec, apply_params, as_float, as_str
+from s2studio.server.params import (DEFAULT_LIMITS, BadRequest, GenerateSpec, RequestLimits, apply_params, as_float,
+                                    as_str, check_text_lengths)
 from s2studio.server.responses import AudioOutput
 
 FORMATS = ("wav", "pcm")
@@ -20,7 +21,8 @@ SAMPLING_KEYS = ("max_new_tokens", "temperature", "top_p", "top_k", "min_tokens_
 
 
 def parse_speech_body(body, defaults: GenerationParams,
-                      max_new_tokens_limit: int | None = None) -> tuple[GenerateSpec, AudioOutput]:
+                      max_new_tokens_limit: int | None = None,
+                      limits: RequestLimits = DEFAULT_LIMITS) -> tuple[GenerateSpec, AudioOutput]:
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
     if "input" not in body:
@@ -34,6 +36,7 @@ def parse_speech_body(body, defaults: GenerationParams,
     if body.get("speed") is not None and as_float("speed", body["speed"]) != 1.0:
         raise BadRequest("speed must be 1.0: this engine cannot change the speaking rate.")
     spec = GenerateSpec(text=text, generation=defaults, voice=voice)
-    apply_params(spec, {k: body[k] for k in SAMPLING_KEYS if k in body}, max_new_tokens_limit)
+    check_text_lengths(spec, limits)
+    apply_params(spec, {k: body[k] for k in SAMPLING_KEYS if k in body}, max_new_tokens_limit, limits)
     output = AudioOutput(container="pcm", live=True) if fmt == "pcm" else AudioOutput(container="wav")
     return spec, output

@@ -7,8 +7,10 @@ import contextlib
 import json
 import logging
 import os
+import tempfile
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -20,12 +22,13 @@ from s2studio.errors import S2Error
 from s2studio.engine.pipeline import Pipeline, PostProcess, SynthesisRequest
 from s2studio.engine.voices import check_compatible, read_s2voice
 from s2studio.server.config import ServerConfig
-from s2studio.server.guards import ApiKeyGuard, BodyLimit, UploadTooLarge
+from s2studio.server.guards import ApiKeyGuard, BodyLimit, BrowserGuard, UploadTooLarge
 from s2studio.server.jobs import JobQueue, QueueFull
 from s2studio.server.openai import parse_speech_body
 from s2studio.server.openapi import openapi_document
 from s2studio.server.params import DEFAULT_LIMITS, BadRequest, GenerateSpec, RequestLimits, parse_generate_form
-from s2studio.server.responses import AudioOutput, SynthesisResponse, error_message, error_status, json_error
+from s2studio.server.responses import (AudioOutput, PathRedactor, SynthesisResponse, error_message, error_status,
+                                       json_error)
 from s2studio.server.voice_select import request_voice_dir, resolve_request_voice
 
 log = logging.getLogger(__name__)
@@ -61,6 +64,11 @@ class Server:
         self.pipeline = pipeline
         self.config = config
         self.queue = JobQueue(config.queue_depth, threads=pipeline.settings.threads)
+        settings = pipeline.settings
+        self.redact = PathRedactor(
+            [(os.fspath(config.voice_dir), "<voice folder>"), (os.path.dirname(os.path.abspath(settings.model_path)),
+                                                                 "<model folder>"),
+             (tempfile.gettempdir(), "<temp>"), (os.getcwd(), "<server folder>"), (os.path.expanduser("~"), "~")])
 
     # ---- routes ---------------------------------------------------------------------------------
     @property
@@ -146,7 +154,7 @@ class Server:
             generation=spec.generation, segmentation=spec.segmentation,
             postprocess=postprocess_for(spec, output), stream_stride=spec.stream_stride))
         ticket = enqueue(job)
-        return SynthesisResponse(self.queue, ticket, output, self.pipeline.codec.sample_rate)
+        return SynthesisResponse(self.queue, ticket, output, self.pipeline.codec.sample_rate, self.redact)
 
     def _voice(self, spec: GenerateSpec):
         """The stored codes and transcript of the voice a request names (its transcript replaces
@@ -159,16 +167,30 @@ class Server:
         return profile.codes, profile.transcript
 
 
-# ---- error handlers ------------------------------------------------------------------------------
+# ---- error handlers: every error is {"error": message}, without the server's paths -------------
+def _redact(request, message: str) -> str:
+    return request.app.state.server.redact(message)
+
+
 async def _bad_request(request, exc: BadRequest):
-    return json_error(exc.status, str(exc))
+    return json_error(exc.status, _redact(request, str(exc)))
 
 
 async def _engine_error(request, exc: S2Error):
     status = error_status(exc)
     if status == 500:
         log.error("request failed: %s", exc)
-    return json_error(status, error_message(exc))
+    return json_error(status, _redact(request, error_message(exc)))
+
+
+async def _http_error(request, exc: HTTPException):
+    # Starlette's own refusals (404, 405, a malformed multipart body) are plain text otherwise.
+    return json_error(exc.status_code, _redact(request, str(exc.detail)), exc.headers)
+
+
+async def _internal_error(request, exc: Exception):
+    # A bug; uvicorn logs the traceback (rate-limited), the client gets no details.
+    return json_error(500, "Internal server error.")
 
 
 async def _too_large(request, exc: UploadTooLarge):
@@ -206,9 +228,14 @@ def create_app(pipeline: Pipeline, config: ServerConfig) -> Starlette:
     ]
     app = Starlette(
         routes=routes, lifespan=lifespan,
-        middleware=[Middleware(ApiKeyGuard, api_key=config.api_key),
+        # BrowserGuard outermost: a foreign page is refused before anything else looks at its
+        # request, and every answer an allowed origin gets (401 included) carries CORS headers.
+        middleware=[Middleware(BrowserGuard, allowed_hosts=config.allowed_hosts,
+                               allowed_origins=config.allowed_origins),
+                    Middleware(ApiKeyGuard, api_key=config.api_key),
                     Middleware(BodyLimit, limit=config.max_upload_bytes)],
         exception_handlers={BadRequest: _bad_request, S2Error: _engine_error, UploadTooLarge: _too_large,
-                            QueueFull: _queue_full(config.retry_after_s)})
+                            QueueFull: _queue_full(config.retry_after_s), HTTPException: _http_error,
+                            Exception: _internal_error})
     app.state.server = server
     return app

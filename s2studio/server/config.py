@@ -31,6 +31,10 @@ class ServerConfig:
     # and prefill time grow with it.
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
     max_reference_text_chars: int = DEFAULT_MAX_REFERENCE_TEXT_CHARS
+    # Browser protections (server/guards.py): Host names besides localhost/127.0.0.1/[::1] and
+    # the address connected to ("*": any), and web page origins allowed to call (CORS).
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.queue_depth < 0:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +36,26 @@ def error_message(exc: BaseException) -> str:
     if error_status(exc) == 400 or getattr(exc, "__module__", "").startswith("s2studio."):
         return str(exc)
     return "Synthesis failed."  # an unexpected exception is a bug: logged, not shown
+
+
+class PathRedactor:
+    """Replaces the server's own folders in messages sent to clients: an error must not tell a
+    web page where the user's home, model or voices are (``/home/alice/...``)."""
+
+    def __init__(self, named_paths: list[tuple[str, str]]):
+        pairs = []
+        for path, label in named_paths:
+            for variant in {os.path.abspath(path), os.path.realpath(path)}:
+                if len(variant) > 1:  # never "/" itself
+                    pairs.append((variant.rstrip(os.sep), label))
+        # The most specific first; a path only where it ends (so /home/al leaves /home/alice be).
+        self._patterns = [(re.compile(re.escape(path) + r"(?![\w-]|\.\w)"), label)
+                          for path, label in sorted(set(pairs), key=lambda pair: -len(pair[0]))]
+
+    def __call__(self, message: str) -> str:
+        for pattern, label in self._patterns:
+            message = pattern.sub(lambda _: label, message)
+        return message
 
 
 def json_error(status: int, message: str, headers: dict[str, str] | None = None):
@@ -73,11 +95,13 @@ class AudioOutput:
 class SynthesisResponse:
     """The response of a queued synthesis (an ASGI app Starlette's router calls)."""
 
-    def __init__(self, queue: JobQueue, ticket: Ticket, output: AudioOutput, sample_rate: int):
+    def __init__(self, queue: JobQueue, ticket: Ticket, output: AudioOutput, sample_rate: int,
+                 redact=lambda message: message):
         self.queue = queue
         self.ticket = ticket
         self.output = output
         self.sample_rate = sample_rate
+        self.redact = redact
 
     async def __call__(self, scope, receive, send) -> None:
         watcher = asyncio.create_task(self._watch_disconnect(receive))
@@ -111,7 +135,7 @@ class SynthesisResponse:
         status = error_status(exc)
         if status == 500:
             log.error("synthesis failed: %s", exc, exc_info=not error_message(exc) == str(exc))
-        await json_error(status, error_message(exc))(scope, receive, send)
+        await json_error(status, self.redact(error_message(exc)))(scope, receive, send)
 
     async def _collect(self, first) -> tuple[list[np.ndarray], Done | Failed]:
         pieces: list[np.ndarray] = []

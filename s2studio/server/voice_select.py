@@ -55,5 +55,5 @@ def resolve_request_voice(root: str | os.PathLike[str], voice: str, voice_dir: s
         return resolve_voice_path(root_real, voice if os.path.isabs(voice) else str(folder / voice))
     path = resolve_voice_path(folder, voice)
     if not _inside(root_real, path.parent):  # an id whose file is a symlink out of the folder
-        raise InvalidVoiceIdError(f"The voice {voice!r} is outside the voice folder {root_real}.")
+        raise InvalidVoiceIdError(f"The voice {voice!r} is outside the voice folder.")
     return path

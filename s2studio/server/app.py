@@ -12,8 +12,8 @@ import tempfile
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from s2studio import __version__
@@ -22,7 +22,7 @@ from s2studio.errors import S2Error
 from s2studio.engine.pipeline import Pipeline, PostProcess, SynthesisRequest
 from s2studio.engine.voices import check_compatible, read_s2voice
 from s2studio.server.config import ServerConfig
-from s2studio.server.guards import ApiKeyGuard, BodyLimit, BrowserGuard, UploadTooLarge
+from s2studio.server.guards import ApiKeyGuard, BodyLimit, BodyTooSlow, BrowserGuard, UploadTooLarge
 from s2studio.server.jobs import JobQueue, QueueFull
 from s2studio.server.openai import parse_speech_body
 from s2studio.server.openapi import openapi_document
@@ -188,6 +188,15 @@ async def _http_error(request, exc: HTTPException):
     return json_error(exc.status_code, _redact(request, str(exc.detail)), exc.headers)
 
 
+async def _too_slow(request, exc: BodyTooSlow):
+    return json_error(408, str(exc), {"Connection": "close"})
+
+
+async def _client_gone(request, exc: ClientDisconnect):
+    # Hung up while sending its body: nobody to answer, and nothing worth a traceback.
+    return Response(status_code=499)
+
+
 async def _internal_error(request, exc: Exception):
     # A bug; uvicorn logs the traceback (rate-limited), the client gets no details.
     return json_error(500, "Internal server error.")
@@ -233,9 +242,10 @@ def create_app(pipeline: Pipeline, config: ServerConfig) -> Starlette:
         middleware=[Middleware(BrowserGuard, allowed_hosts=config.allowed_hosts,
                                allowed_origins=config.allowed_origins),
                     Middleware(ApiKeyGuard, api_key=config.api_key),
-                    Middleware(BodyLimit, limit=config.max_upload_bytes)],
+                    Middleware(BodyLimit, limit=config.max_upload_bytes, timeout_s=config.body_timeout_s)],
         exception_handlers={BadRequest: _bad_request, S2Error: _engine_error, UploadTooLarge: _too_large,
                             QueueFull: _queue_full(config.retry_after_s), HTTPException: _http_error,
+                            BodyTooSlow: _too_slow, ClientDisconnect: _client_gone,
                             Exception: _internal_error})
     app.state.server = server
     return app

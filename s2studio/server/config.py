@@ -11,6 +11,9 @@ DEFAULT_PORT = 3030  # s2.cpp's
 DEFAULT_QUEUE_DEPTH = 4
 DEFAULT_MAX_UPLOAD_MB = 50.0
 DEFAULT_MAX_TEXT_CHARS = 10_000
+DEFAULT_MAX_CONNECTIONS = 100
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+DEFAULT_BODY_TIMEOUT_S = 60.0
 DEFAULT_MAX_REFERENCE_TEXT_CHARS = 1_000
 
 
@@ -35,6 +38,12 @@ class ServerConfig:
     # the address connected to ("*": any), and web page origins allowed to call (CORS).
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    # Slow or hostile clients (server/connections.py): open connections beyond this get a 503
+    # at once; a request's headers must arrive within header_timeout_s, its body within
+    # body_timeout_s of its headers (else 408 and the connection is closed).
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if self.queue_depth < 0:
@@ -43,5 +52,9 @@ class ServerConfig:
             raise ValueError("max_upload_bytes must be positive")
         if self.max_text_chars < 1 or self.max_reference_text_chars < 1:
             raise ValueError("max_text_chars and max_reference_text_chars must be positive")
+        if self.max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        if not (self.header_timeout_s > 0 and self.body_timeout_s > 0):
+            raise ValueError("header_timeout_s and body_timeout_s must be positive")
         if self.api_key is not None and not self.api_key:
             raise ValueError("an empty API key would accept anyone; pass None for no key")

@@ -24,6 +24,7 @@ proper preflight answer and ``Access-Control-Allow-Origin`` on every response.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 
@@ -38,6 +39,13 @@ CORS_ALLOW_METHODS = "GET, POST"
 CORS_ALLOW_HEADERS = "Authorization, Content-Type"
 CORS_EXPOSE_HEADERS = "Content-Disposition, Retry-After, X-Audio-Sample-Rate, X-Audio-Channels, X-Audio-Encoding"
 CORS_MAX_AGE_S = 600
+
+
+class BodyTooSlow(Exception):
+    """The body did not arrive in time (a slow or stalled client); answered 408."""
+
+    def __init__(self, timeout_s: float):
+        super().__init__(f"The request body did not arrive within {timeout_s:g} s.")
 
 
 class UploadTooLarge(Exception):
@@ -74,11 +82,14 @@ class ApiKeyGuard:
 
 class BodyLimit:
     """Refuse bodies over ``limit`` bytes: at once from Content-Length, or while reading a body
-    sent without one (chunked uploads) by raising ``UploadTooLarge`` into the handler."""
+    sent without one (chunked uploads) by raising ``UploadTooLarge`` into the handler. A body
+    still incomplete ``timeout_s`` after the headers raises ``BodyTooSlow`` (408): a client
+    sending one byte a second must not hold a connection and a queue place for hours."""
 
-    def __init__(self, app, limit: int):
+    def __init__(self, app, limit: int, timeout_s: float = 60.0):
         self.app = app
         self.limit = limit
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -87,14 +98,23 @@ class BodyLimit:
         if length is not None and length.isdigit() and int(length) > self.limit:
             return await _send_json(send, 413, str(UploadTooLarge(self.limit)))
         seen = 0
+        complete = False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
 
         async def counting_receive():
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, complete
+            if complete:  # after the body: only http.disconnect is left, which may take any time
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                raise BodyTooSlow(self.timeout_s) from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
                     raise UploadTooLarge(self.limit)
+                complete = not message.get("more_body", False)
             return message
 
         return await self.app(scope, counting_receive, send)

@@ -7,6 +7,7 @@ free one, which tests need — and a bind error before any model loading is wast
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 import threading
@@ -30,12 +31,33 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def usable_connection_limit(wanted: int) -> int:
+    """``wanted``, but at most half the process's file descriptor limit: the model, the
+    listening socket and uploads' temp files need descriptors too, and running out makes the
+    server deaf to everyone (EMFILE on every accept)."""
+    try:
+        import resource
+    except ImportError:  # Windows: no per-process descriptor limit to respect
+        return wanted
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return wanted if soft == resource.RLIM_INFINITY else max(1, min(wanted, soft // 2))
+
+
 def _uvicorn_server(app, log_level: str):
     import uvicorn
 
-    # h11 (pure Python) on purpose: identical behaviour everywhere, and httptools is optional.
-    config = uvicorn.Config(app, http="h11", lifespan="on", log_level=log_level, access_log=False,
-                            timeout_graceful_shutdown=5)
+    from s2studio.server.connections import ConnectionLimits, GuardedH11Protocol, limit_log_repeats
+
+    server_config = app.state.server.config
+    limits = ConnectionLimits(max_connections=usable_connection_limit(server_config.max_connections),
+                              header_timeout_s=server_config.header_timeout_s,
+                              body_timeout_s=server_config.body_timeout_s,
+                              retry_after_s=server_config.retry_after_s)
+    # h11 (pure Python) on purpose: identical behaviour everywhere, and httptools is optional;
+    # our subclass adds the connection limit and the header/body deadlines.
+    config = uvicorn.Config(app, http=functools.partial(GuardedH11Protocol, limits=limits), lifespan="on",
+                            log_level=log_level, access_log=False, timeout_graceful_shutdown=5)
+    limit_log_repeats()  # after uvicorn.Config, which (re)configures its loggers
     return uvicorn.Server(config)
 
 

@@ -10,7 +10,15 @@ from s2studio.audio.postprocess import (
     peak_normalize,
     trim_trailing_silence,
 )
-from s2studio.audio.reading import SUPPORTED_EXTENSIONS, decode_audio_bytes, downmix_to_mono, read_audio
+from s2studio.audio.reading import (
+    MAX_CHANNELS,
+    MAX_SAMPLE_RATE,
+    SUPPORTED_EXTENSIONS,
+    check_declared_size,
+    decode_audio_bytes,
+    downmix_to_mono,
+    read_audio,
+)
 from s2studio.audio.resample import resample, resample_linear
 from s2studio.audio.streaming import StreamingWavWriter
 from s2studio.audio.validation import (
@@ -25,6 +33,9 @@ from s2studio.audio.validation import (
 from s2studio.audio.wav_writing import float_to_pcm16, pcm16_wav_header, wav_bytes, write_wav
 
 __all__ = [
+    "MAX_CHANNELS",
+    "MAX_SAMPLE_RATE",
+    "check_declared_size",
     "CODEC_SAMPLE_RATE",
     "DEFAULT_MAX_REFERENCE_SECONDS",
     "MIN_REFERENCE_SECONDS",

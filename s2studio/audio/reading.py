@@ -34,6 +34,13 @@ SUPPORTED_EXTENSIONS = (".wav", ".wave", ".flac", ".ogg", ".oga", ".opus", ".mp3
 # libsndfile container formats we accept once the file is open (content wins over the name).
 _SUPPORTED_CONTAINERS = {"WAV", "WAVEX", "RF64", "FLAC", "OGG", "MP3"}
 _FORMAT_HINT = "use WAV, FLAC, OGG or MP3"
+# What a file may declare before a single sample is decoded. Decoding allocates frames x
+# channels float32 at once, and a compressed file can declare far more than its size: a 330 KB
+# FLAC of 8 channels at 655 kHz for 59 s decodes to 1.2 GB. No voice recording needs more than
+# stereo or than 192 kHz (studio masters' highest common rate); the length limit is the
+# caller's max_seconds (60 s for references).
+MAX_SAMPLE_RATE = 192_000
+MAX_CHANNELS = 2
 
 # soundfile >= 0.12 raises LibsndfileError (a RuntimeError); SoundFileError is its newer base.
 # OSError covers a disk error while libsndfile reads through our file object.
@@ -55,6 +62,25 @@ def downmix_to_mono(frames: np.ndarray) -> np.ndarray:
     return total / np.float32(channels)
 
 
+def check_declared_size(frames: int, channels: int, sample_rate: int, path_for_errors,
+                        max_seconds: float | None, *, estimated: bool = False) -> None:
+    """Refuse, from a file's header alone, audio whose decoding would take unreasonable memory:
+    more than ``MAX_CHANNELS`` channels, a rate above ``MAX_SAMPLE_RATE``, or longer than
+    ``max_seconds`` (``None``: no length limit). ``estimated`` frame counts (MP3's) are only
+    refused when far over the limit; the exact length is checked after decoding."""
+    if channels > MAX_CHANNELS:
+        raise AudioInputError(path_for_errors, f"has {channels} channels; at most {MAX_CHANNELS} (mono or stereo) "
+                                               "are accepted. Convert it to mono or stereo first.")
+    if sample_rate <= 0:
+        raise AudioInputError(path_for_errors, f"has an invalid sample rate ({sample_rate} Hz).")
+    if sample_rate > MAX_SAMPLE_RATE:
+        raise AudioInputError(path_for_errors, f"has a sample rate of {sample_rate} Hz; at most {MAX_SAMPLE_RATE} Hz "
+                                               "is accepted.")
+    if frames > 0 and max_seconds is not None:
+        if not estimated or frames > 2 * max_seconds * sample_rate:
+            check_duration(frames, sample_rate, path_for_errors, max_seconds)
+
+
 def _decode(source, path_for_errors, max_seconds):
     """Open ``source`` with soundfile and return (mono float32, sample rate)."""
     try:
@@ -63,15 +89,11 @@ def _decode(source, path_for_errors, max_seconds):
                 raise AudioInputError(
                     path_for_errors, f"is in an unsupported format ({f.format_info}); {_FORMAT_HINT}."
                 )
-            if f.samplerate <= 0:
-                raise AudioInputError(path_for_errors, f"has an invalid sample rate ({f.samplerate} Hz).")
-            # Judge the length from the header first, so a three-hour file is refused without
-            # decoding it. An MP3's frame count is only an estimate (from a Xing header or the
-            # bit rate), so there we refuse early only when it is far over the limit; the exact
-            # check runs on the decoded samples either way.
-            if f.frames > 0 and max_seconds is not None:
-                if f.format != "MP3" or f.frames > 2 * max_seconds * f.samplerate:
-                    check_duration(f.frames, f.samplerate, path_for_errors, max_seconds)
+            # Judge the size from the header first, so a three-hour file (or 8 channels at
+            # 655 kHz) is refused without decoding it. An MP3's frame count is only an estimate
+            # (from a Xing header or the bit rate); the exact length is checked after decoding.
+            check_declared_size(f.frames, f.channels, f.samplerate, path_for_errors, max_seconds,
+                                estimated=f.format == "MP3")
             frames = f.read(dtype="float32", always_2d=True)
             rate = f.samplerate
     except AudioInputError:

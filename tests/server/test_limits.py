@@ -132,3 +132,16 @@ def test_full_queue_is_503_before_the_upload_is_decoded(start_server, api):
 
 def server_queue(server):
     return server._server.config.app.state.server.queue
+
+
+def test_reference_declaring_too_much_audio_is_refused_unread(server, api):
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, np.zeros((65_535, 8), dtype=np.float32), 655_350, format="FLAC")
+    reply = api.generate(server, {"text": "x", "ref_text": "t"}, files={"reference": ("big.flac", buf.getvalue())},
+                         params=SMALL)
+    assert_error(reply, 400, "8 channels")

@@ -26,12 +26,37 @@ def _non_negative(value: str) -> int:
     return n
 
 
+def _positive_seconds(value: str) -> float:
+    seconds = float(value)
+    if not 0 < seconds <= 3600:
+        raise argparse.ArgumentTypeError("must be more than 0 and at most 3600")
+    return seconds
+
+
+def _positive(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return n
+
+
+def _port(value: str) -> int:
+    port = int(value)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError("must be between 0 and 65535")
+    return port
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
 def run(args: argparse.Namespace) -> int:
     from s2studio.cli.synth import engine_settings, generation_params
     from s2studio.engine.pipeline import Pipeline
     from s2studio.engine.voices import VoiceLibrary, default_voice_dir
     from s2studio.server import ServerConfig, create_app, serve_forever
-    from s2studio.server.runner import LOOPBACK_HOSTS
+    from s2studio.server.runner import LOOPBACK_HOSTS, listen_socket
 
     api_key = args.api_key if args.api_key is not None else os.environ.get("S2STUDIO_API_KEY") or None
     if args.host not in LOOPBACK_HOSTS:
@@ -41,28 +66,39 @@ def run(args: argparse.Namespace) -> int:
     os.makedirs(voice_dir, exist_ok=True)  # so the folder checks resolve against a real path
     config = ServerConfig(voice_dir=voice_dir, queue_depth=args.queue_depth, api_key=api_key,
                           max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
-                          generation=generation_params(args), max_new_tokens_limit=args.max_tokens_limit)
-    pipeline = Pipeline(engine_settings(args), voices=VoiceLibrary(voice_dir))
-    print(f"loading {args.model} ...", file=sys.stderr)
-    pipeline.load()  # before binding the port is announced, as s2.cpp initializes first
-    print(f"serving on http://{args.host}:{args.port} (voices: {voice_dir}, queue depth {args.queue_depth})",
-          file=sys.stderr)
-    serve_forever(create_app(pipeline, config), args.host, args.port, log_level=args.log_level.replace("warn",
-                                                                                                      "warning"))
+                          generation=generation_params(args), max_new_tokens_limit=args.max_tokens_limit,
+                          max_text_chars=args.max_text_chars, allowed_hosts=args.allowed_hosts,
+                          allowed_origins=args.allowed_origins, max_connections=args.max_connections,
+                          header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout)
+    # The port first: a busy port is one line and exit 2 before minutes of model loading.
+    sock = listen_socket(args.host, args.port)
+    try:
+        pipeline = Pipeline(engine_settings(args), voices=VoiceLibrary(voice_dir))
+        print(f"loading {args.model} ...", file=sys.stderr)
+        pipeline.load()  # before the port is announced, as s2.cpp initializes first
+        port = sock.getsockname()[1]
+        print(f"serving on http://{args.host}:{port} (voices: {voice_dir}, queue depth {args.queue_depth})",
+              file=sys.stderr)
+        serve_forever(create_app(pipeline, config), args.host, port,
+                      log_level=args.log_level.replace("warn", "warning"), sock=sock)
+    finally:
+        sock.close()
     return 0
 
 
 def register(subparsers) -> None:
     from s2studio.cli import add_log_level
     from s2studio.cli.synth import add_engine_options, add_sampling_options
-    from s2studio.server.config import DEFAULT_MAX_UPLOAD_MB, DEFAULT_PORT, DEFAULT_QUEUE_DEPTH
+    from s2studio.server.config import (DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS,
+                                        DEFAULT_MAX_TEXT_CHARS, DEFAULT_MAX_UPLOAD_MB, DEFAULT_PORT,
+                                        DEFAULT_QUEUE_DEPTH)
 
     p = subparsers.add_parser("serve", help="HTTP server compatible with s2.cpp's /generate",
                               description="Serve S2 Pro over HTTP: s2.cpp's POST /generate, an OpenAI-style "
                                           "POST /v1/audio/speech, GET /health and /openapi.json.")
     add_engine_options(p)
     p.add_argument("-H", "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    p.add_argument("-P", "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    p.add_argument("-P", "--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     p.add_argument("--voice-dir", default=None,
                    help="folder of .s2voice voices; requests cannot reach outside it (default: the studio's)")
     p.add_argument("--queue-depth", type=_non_negative, default=DEFAULT_QUEUE_DEPTH,
@@ -73,7 +109,21 @@ def register(subparsers) -> None:
     p.add_argument("--max-upload-mb", type=_positive_mb, default=DEFAULT_MAX_UPLOAD_MB,
                    help=f"largest request body in MB, else 413 (default {DEFAULT_MAX_UPLOAD_MB:g})")
     p.add_argument("--max-tokens-limit", type=int, default=None,
-                   help="clamp every request's max_new_tokens to this (default: no limit)")
+                   help="clamp every request's max_new_tokens to this (default: the model's context)")
+    p.add_argument("--max-text-chars", type=_positive, default=DEFAULT_MAX_TEXT_CHARS,
+                   help=f"longest text of one request, else 413 (default {DEFAULT_MAX_TEXT_CHARS})")
+    p.add_argument("--allowed-hosts", type=_names, default=(),
+                   help="comma-separated Host names accepted besides localhost, 127.0.0.1, [::1] and the "
+                        "address connected to ('*': any; default none)")
+    p.add_argument("--allowed-origins", type=_names, default=(),
+                   help="comma-separated web page origins allowed to call the server, with CORS "
+                        "(e.g. http://localhost:5173; default none: requests from web pages are refused)")
+    p.add_argument("--max-connections", type=_positive, default=DEFAULT_MAX_CONNECTIONS,
+                   help=f"open connections at once; beyond that 503 (default {DEFAULT_MAX_CONNECTIONS})")
+    p.add_argument("--header-timeout", type=_positive_seconds, default=DEFAULT_HEADER_TIMEOUT_S,
+                   help=f"seconds for a request's headers to arrive, else 408 (default {DEFAULT_HEADER_TIMEOUT_S:g})")
+    p.add_argument("--body-timeout", type=_positive_seconds, default=DEFAULT_BODY_TIMEOUT_S,
+                   help=f"seconds for a request's body to arrive, else 408 (default {DEFAULT_BODY_TIMEOUT_S:g})")
     add_sampling_options(p)
     add_log_level(p)
     p.set_defaults(handler=run)

@@ -7,6 +7,7 @@ free one, which tests need — and a bind error before any model loading is wast
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import logging
 import socket
@@ -61,9 +62,31 @@ def _uvicorn_server(app, log_level: str):
     return uvicorn.Server(config)
 
 
-def serve_forever(app, host: str, port: int, log_level: str = "info") -> None:
-    """Serve until Ctrl+C (uvicorn handles the signals in the main thread)."""
-    sock = bind_socket(host, port)
+def listen_socket(host: str, port: int) -> socket.socket:
+    """``bind_socket`` with a bind failure as one clear ``InputError`` (the CLI's one line):
+    called before the model loads, so a busy port costs nothing."""
+    from s2studio.errors import InputError
+
+    try:
+        return bind_socket(host, port)
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1)):
+            reason = "the port is already in use (is another server running?); choose another with --port"
+        elif exc.errno in (errno.EACCES, errno.EPERM):
+            reason = "permission denied (ports below 1024 need administrator rights); choose another with --port"
+        elif exc.errno == errno.EADDRNOTAVAIL:
+            reason = "this machine has no such address; check --host"
+        else:
+            reason = exc.strerror or str(exc)
+        raise InputError(f"Cannot serve on {host}:{port}: {reason}.") from None
+    except (socket.gaierror, OverflowError) as exc:
+        raise InputError(f"Cannot serve on {host}:{port}: {exc}.") from None
+
+
+def serve_forever(app, host: str, port: int, log_level: str = "info", sock: socket.socket | None = None) -> None:
+    """Serve until Ctrl+C (uvicorn handles the signals in the main thread), on ``sock`` if
+    given (bound earlier), else on a socket bound now."""
+    sock = sock if sock is not None else bind_socket(host, port)
     try:
         _uvicorn_server(app, log_level).run(sockets=[sock])
     finally:

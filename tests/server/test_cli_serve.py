@@ -29,3 +29,38 @@ def test_public_host_warns_before_loading(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "warning: serving on 0.0.0.0" in err and "no --api-key" in err
     assert code == 2
+
+
+def test_busy_port_is_one_line_before_loading(tmp_path):
+    import pathlib
+    import socket
+    import subprocess
+    import sys
+
+    model = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden" / "clone_f32_qknorm" / "model.gguf"
+    with socket.socket() as taken:  # another server on the port (no SO_REUSEADDR, listening)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "s2studio", "serve", "-m", str(model), "--codec-cpu", "-threads", "1",
+             "-P", str(port), "--voice-dir", str(tmp_path / "voices")],
+            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr  # no "loading ...", no "serving on", no traceback
+    assert f"127.0.0.1:{port}" in lines[0] and "already in use" in lines[0]
+
+
+@pytest.mark.parametrize("flags", [["--port", "70000"], ["--max-connections", "0"], ["--header-timeout", "0"],
+                                   ["--body-timeout", "-1"], ["--max-text-chars", "0"]])
+def test_serve_rejects_bad_server_limits(flags):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", *flags])
+
+
+def test_browser_flags_are_lists():
+    args = build_parser().parse_args(["serve", "--allowed-hosts", "studio.lan, box.local",
+                                      "--allowed-origins", "http://localhost:5173"])
+    assert args.allowed_hosts == ("studio.lan", "box.local")
+    assert args.allowed_origins == ("http://localhost:5173",)

@@ -121,7 +121,7 @@ class Server:
         })
 
     async def openapi(self, request: Request):
-        return JSONResponse(openapi_document(self.config))
+        return JSONResponse(openapi_document(self.config, self.limits))
 
     async def voices(self, request: Request):
         from s2studio.engine.voices import VoiceLibrary

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from s2studio import __version__
 from s2studio.server.config import ServerConfig
-from s2studio.server.params import REFERENCE_FIELDS, REFERENCE_TEXT_FIELDS, VOICE_FIELDS
+from s2studio.server.params import (DEFAULT_LIMITS, REFERENCE_FIELDS, REFERENCE_TEXT_FIELDS, VOICE_FIELDS,
+                                    RequestLimits, numeric_ranges)
 
 _ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
 
@@ -24,16 +25,19 @@ def _audio_ok(description: str) -> dict:
     }
 
 
-def _params_schema() -> dict:
+def _params_schema(limits: RequestLimits) -> dict:
+    ranges = numeric_ranges(limits)
+
     def num(desc, minimum=0, kind="number"):
         return {"type": kind, "minimum": minimum, "description": desc}
 
     def flag(desc):
         return {"type": "boolean", "description": desc}
 
-    return {
+    schema = {
         "type": "object",
-        "description": "Values below a minimum are clamped to it; unknown keys are ignored.",
+        "description": "Values below a minimum are clamped to it, values above a maximum are a 400; "
+                       "unknown keys are ignored.",
         "properties": {
             "max_new_tokens": num("Most audio frames (~21.5 per second).", kind="integer"),
             "temperature": num("Sampling temperature; 0 is greedy."),
@@ -41,7 +45,8 @@ def _params_schema() -> dict:
             "top_k": num("Top-k cut.", kind="integer"),
             "min_tokens_before_end": num("Frames before the model may end the utterance.", kind="integer"),
             "seed": num("Random seed (this server's extension).", kind="integer"),
-            "n_threads": num("CPU threads for this request.", 1, "integer"),
+            "n_threads": {"type": "integer", "description": "Accepted for compatibility and ignored: the "
+                                                            "server's operator sets the thread count."},
             "voice": {"type": "string"}, "voice_id": {"type": "string"}, "voice_dir": {"type": "string"},
             "stream": flag("Use the streaming path: PCM16 output without post-processing."),
             "chunked": flag("With stream: send audio as it is decoded (provisional WAV header)."),
@@ -67,15 +72,19 @@ def _params_schema() -> dict:
             "verbose": flag("Accepted for compatibility; no effect."),
         },
     }
+    for key, (_, highest) in ranges.items():  # one table of bounds: the parser's
+        schema["properties"][key]["maximum"] = highest
+    return schema
 
 
-def openapi_document(config: ServerConfig) -> dict:
+def openapi_document(config: ServerConfig, limits: RequestLimits = DEFAULT_LIMITS) -> dict:
     text = {"type": "string"}
     binary = {"type": "string", "format": "binary"}
-    form = {"text": {**text, "description": "Text to speak."}}
+    form = {"text": {**text, "maxLength": limits.max_text_chars, "description": "Text to speak."}}
     form.update({name: {**binary, "description": "Reference audio (WAV, FLAC, OGG, MP3)."}
                  for name in REFERENCE_FIELDS})
-    form.update({name: {**text, "description": "Transcript of the reference (required with one)."}
+    form.update({name: {**text, "maxLength": limits.max_reference_text_chars,
+                        "description": "Transcript of the reference (required with one)."}
                  for name in REFERENCE_TEXT_FIELDS})
     form.update({name: {**text, "description": "Voice id, or a .s2voice path inside the voice folder."}
                  for name in VOICE_FIELDS})
@@ -84,9 +93,12 @@ def openapi_document(config: ServerConfig) -> dict:
                       "contentSchema": {"$ref": "#/components/schemas/GenerateParams"}}
     busy = {"description": f"The queue is full ({config.queue_depth} waiting).",
             "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": _ERROR}
-    common = {"400": _err("Bad field, JSON, or type."), "401": _err("API key missing or wrong."),
-              "413": _err("Upload too large."), "500": _err("Synthesis failed before the body started."),
-              "503": busy}
+    common = {"400": _err("Bad field, JSON, type, or a number out of range."),
+              "401": _err("API key missing or wrong."),
+              "403": _err("Refused Host (DNS rebinding) or a web page's Origin not in --allowed-origins."),
+              "408": _err("The request's headers or body did not arrive in time."),
+              "413": _err("Upload or text too large."), "415": _err("Wrong Content-Type for this route."),
+              "500": _err("Synthesis failed before the body started."), "503": busy}
     return {
         "openapi": "3.1.0",
         "info": {"title": "s2studio server (s2.cpp-compatible)", "version": __version__,
@@ -95,7 +107,7 @@ def openapi_document(config: ServerConfig) -> dict:
         "components": {
             "schemas": {"Error": {"type": "object", "required": ["error"],
                                   "properties": {"error": {"type": "string"}}},
-                        "GenerateParams": _params_schema()},
+                        "GenerateParams": _params_schema(limits)},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}] if config.api_key else [],
@@ -112,7 +124,7 @@ def openapi_document(config: ServerConfig) -> dict:
                 "summary": "Synthesize speech (OpenAI's shape)",
                 "requestBody": {"required": True, "content": {"application/json": {"schema": {
                     "type": "object", "required": ["input"],
-                    "properties": {"input": text, "voice": {**text, "description": "A voice id."},
+                    "properties": {"input": {**text, "maxLength": limits.max_text_chars}, "voice": {**text, "description": "A voice id."},
                                    "model": {**text, "description": "Ignored."},
                                    "response_format": {"type": "string", "enum": ["wav", "pcm"]},
                                    "speed": {"type": "number", "const": 1.0}}}}}},

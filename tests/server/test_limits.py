@@ -145,3 +145,13 @@ def test_reference_declaring_too_much_audio_is_refused_unread(server, api):
     reply = api.generate(server, {"text": "x", "ref_text": "t"}, files={"reference": ("big.flac", buf.getvalue())},
                          params=SMALL)
     assert_error(reply, 400, "8 channels")
+
+
+def test_openapi_states_the_ranges(server, api):
+    doc = api.request(server, "GET", "/openapi.json").json()
+    props = doc["components"]["schemas"]["GenerateParams"]["properties"]
+    assert props["max_new_tokens"]["maximum"] == 4096  # the loaded (tiny) model's context
+    assert (props["top_p"]["maximum"], props["sentence_pause_ms"]["maximum"]) == (1.0, 10_000)
+    form = doc["paths"]["/generate"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert form["properties"]["text"]["maxLength"] == 10_000
+    assert {"403", "408", "413", "415"} <= set(doc["paths"]["/generate"]["post"]["responses"])

@@ -13,8 +13,14 @@ usable multipart parser and no disconnect notification.
 Modules: ``config`` (settings), ``params`` (s2.cpp's form fields and ``params`` JSON),
 ``voice_select`` (voice ids/paths confined to the voice folder), ``jobs`` (the bounded FIFO
 queue and its worker thread), ``responses`` (one-shot and live audio), ``openai`` (the
-``/v1/audio/speech`` body), ``openapi`` (the served document), ``app`` (routes, auth, upload
-limit) and ``runner`` (uvicorn on a bound socket).
+``/v1/audio/speech`` body), ``openapi`` (the served document), ``guards`` (browser protections:
+Host, Origin, Content-Type and CORS; the API key; the body size and time limits), ``app``
+(routes and the JSON error mapping), ``connections`` (uvicorn's h11 protocol with a connection
+limit and header/body deadlines; a log that cannot flood) and ``runner`` (uvicorn on a socket
+bound before the model loads).
+
+The threat model is a desktop's: any web page the user visits can send requests to the port, so
+every request is checked as docs/server.md's Security section describes.
 """
 
 from s2studio.server.config import ServerConfig

@@ -129,9 +129,8 @@ class GuardedH11Protocol(H11Protocol):
 
     def _headers_late(self) -> None:
         self._deadline = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE or self.cycle is not None \
-                and not self.cycle.response_complete:
-            return
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return  # gone already, or the headers made it after all
         log.warning("closing a connection whose request headers did not arrive within %g s",
                     self.limits.header_timeout_s)
         self.transport.write(raw_json_response(

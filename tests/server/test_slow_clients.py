@@ -123,3 +123,11 @@ def test_repeated_errors_are_rate_limited():
         logger.removeFilter(limiter)
     assert records == ["socket.accept() out of system resource", "a different problem",
                        "socket.accept() out of system resource (9999 similar messages in the last 10 s not shown)"]
+
+
+def test_a_running_server_limits_repeats_of_asyncio_and_uvicorn_errors(server):
+    from s2studio.server.connections import RepeatLimiter
+
+    # asyncio logs the accept loop's "Too many open files"; uvicorn.error every failed request.
+    for name in ("asyncio", "uvicorn.error"):
+        assert any(isinstance(f, RepeatLimiter) for f in logging.getLogger(name).filters), name

@@ -17,6 +17,7 @@ import time
 log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+MIN_BACKLOG = 64
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -56,8 +57,11 @@ def _uvicorn_server(app, log_level: str):
                               retry_after_s=server_config.retry_after_s)
     # h11 (pure Python) on purpose: identical behaviour everywhere, and httptools is optional;
     # our subclass adds the connection limit and the header/body deadlines.
+    # backlog is also how many connections asyncio accepts per loop iteration: uvicorn's 2048
+    # would accept a flood of them (and run out of descriptors) before the surplus is closed.
     config = uvicorn.Config(app, http=functools.partial(GuardedH11Protocol, limits=limits), lifespan="on",
-                            log_level=log_level, access_log=False, timeout_graceful_shutdown=5)
+                            log_level=log_level, access_log=False, timeout_graceful_shutdown=5,
+                            backlog=max(limits.max_connections, MIN_BACKLOG))
     limit_log_repeats()  # after uvicorn.Config, which (re)configures its loggers
     return uvicorn.Server(config)
 

@@ -146,7 +146,7 @@ class GuardedH11Protocol(H11Protocol):
 
     # ---- JSON for what h11 cannot parse --------------------------------------------------------
     def send_400_response(self, msg: str) -> None:
-        self.transport.write(raw_json_response(400, "Bad Request", f"Invalid HTTP request ({msg.rstrip('.')})."))
+        self.transport.write(raw_json_response(400, "Bad Request", msg))  # uvicorn's "Invalid HTTP request received."
         self.transport.close()
 
 

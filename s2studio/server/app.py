@@ -17,7 +17,7 @@ from s2studio import __version__
 from s2studio.audio import decode_audio_bytes
 from s2studio.errors import S2Error
 from s2studio.engine.pipeline import Pipeline, PostProcess, SynthesisRequest
-from s2studio.engine.voices import check_compatible, read_s2voice
+from s2studio.engine.voices import VoiceFileError, check_compatible, decode_s2voice, read_s2voice
 from s2studio.server.config import ServerConfig
 from s2studio.server.guards import ApiKeyGuard, BodyLimit, UploadTooLarge
 from s2studio.server.jobs import JobQueue, QueueFull
@@ -35,11 +35,13 @@ MAX_FORM_FILES = 4
 
 def output_for(spec: GenerateSpec) -> AudioOutput:
     """s2.cpp's three response shapes (see ``GenerateSpec.live``/``streaming_path``)."""
-    container = "pcm" if spec.output_format == "pcm_s16le" else "wav"
+    container = "pcm" if spec.output_format in ("pcm_s16le", "pcm_f32le") else "wav"
+    raw_float = spec.output_format == "pcm_f32le"  # s2studio's extension: the samples unrounded
     if spec.live:
-        return AudioOutput(container=container, live=True, start_buffer_ms=spec.start_buffer_ms)
+        return AudioOutput(container=container, live=True, start_buffer_ms=spec.start_buffer_ms,
+                           float_samples=raw_float)
     if spec.streaming_path:
-        return AudioOutput(container=container)
+        return AudioOutput(container=container, float_samples=raw_float)
     return AudioOutput(container="wav", float_samples=True)  # one-shot: a float WAV
 
 
@@ -66,12 +68,16 @@ class Server:
         async with request.form(max_files=MAX_FORM_FILES, max_fields=MAX_FORM_FIELDS,
                                 max_part_size=self.config.max_upload_bytes) as form:
             spec = parse_generate_form(form, self.config.generation, self.config.max_new_tokens_limit)
-            reference = None
+            reference = voice_file = None
             if spec.reference is not None:
                 data = await spec.reference.read()
                 if data:  # an empty upload means "no reference", as in s2.cpp
                     reference = (data, spec.reference.filename or "reference")
-        return await self.submit(spec, output_for(spec), reference)
+            if spec.voice_file is not None:
+                data = await spec.voice_file.read()
+                if data:
+                    voice_file = (data, spec.voice_file.filename or "voice_file")
+        return await self.submit(spec, output_for(spec), reference, voice_file)
 
     async def speech(self, request: Request):
         try:
@@ -107,7 +113,8 @@ class Server:
                                         for v in infos]})
 
     # ---- the common synthesis path -------------------------------------------------------------
-    async def submit(self, spec: GenerateSpec, output: AudioOutput, reference: tuple[bytes, str] | None):
+    async def submit(self, spec: GenerateSpec, output: AudioOutput, reference: tuple[bytes, str] | None,
+                     voice_file: tuple[bytes, str] | None = None):
         samples = codes = None
         ref_text = spec.reference_text
         if reference is not None:  # audio wins over a voice, as in s2.cpp
@@ -115,6 +122,8 @@ class Server:
                 raise BadRequest("Reference audio requires reference_text (aliases: ref_text, prompt_text).")
             data, name = reference
             samples = await asyncio.to_thread(decode_audio_bytes, data, name=name)
+        elif voice_file is not None:  # the client's own saved voice, uploaded
+            codes, ref_text = self._uploaded_voice(*voice_file)
         elif spec.voice:
             codes, ref_text = self._voice(spec)
         elif spec.voice_dir:
@@ -129,6 +138,17 @@ class Server:
         except QueueFull as exc:
             return json_error(503, str(exc), {"Retry-After": str(self.config.retry_after_s)})
         return SynthesisResponse(self.queue, ticket, output, self.pipeline.codec.sample_rate)
+
+    def _uploaded_voice(self, data: bytes, name: str):
+        """The codes and transcript of an uploaded .s2voice (its transcript wins, as a voice's does)."""
+        try:
+            profile = decode_s2voice(data, path=f"uploaded voice_file {name!r}")
+        except VoiceFileError as exc:  # the client's file, so the client's mistake (400)
+            raise BadRequest(str(exc)) from None
+        cfg = self.pipeline.model.cfg
+        check_compatible(profile, num_codebooks=cfg.num_codebooks, codebook_size=cfg.codebook_size,
+                         sample_rate=self.pipeline.codec.sample_rate, path=f"uploaded voice_file {name!r}")
+        return profile.codes, profile.transcript
 
     def _voice(self, spec: GenerateSpec):
         """The stored codes and transcript of the voice a request names (its transcript replaces

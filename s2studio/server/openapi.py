@@ -46,7 +46,9 @@ def _params_schema() -> dict:
             "stream": flag("Use the streaming path: PCM16 output without post-processing."),
             "chunked": flag("With stream: send audio as it is decoded (provisional WAV header)."),
             "realtime": flag("Alias of chunked."),
-            "output_format": {"type": "string", "enum": ["wav", "pcm_s16le", "pcm", "pcm16", "s16le"]},
+            "output_format": {"type": "string", "enum": ["wav", "pcm_s16le", "pcm", "pcm16", "s16le", "pcm_f32le",
+                                                         "f32le"],
+                              "description": "pcm_f32le/f32le (this server's extension): raw float32 PCM."},
             "stream_decode_stride_frames": num("Frames per streamed chunk (0: 4).", kind="integer"),
             "stream_decode_stride": num("Alias of stream_decode_stride_frames.", kind="integer"),
             "stream_start_buffer_ms": num("Audio to queue before the first byte of a live stream "
@@ -80,6 +82,8 @@ def openapi_document(config: ServerConfig) -> dict:
     form.update({name: {**text, "description": "Voice id, or a .s2voice path inside the voice folder."}
                  for name in VOICE_FIELDS})
     form["voice_dir"] = {**text, "description": "A folder inside the server's voice folder."}
+    form["voice_file"] = {**binary, "description": "A .s2voice profile uploaded with the request (this server's "
+                                                   "extension; wins over voice, loses to reference audio)."}
     form["params"] = {**text, "contentMediaType": "application/json",
                       "contentSchema": {"$ref": "#/components/schemas/GenerateParams"}}
     busy = {"description": f"The queue is full ({config.queue_depth} waiting).",

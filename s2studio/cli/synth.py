@@ -130,6 +130,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--save-voice needs --voice ID, the id to save the voice under.")
     if args.save_voice and not args.prompt_audio:
         raise InputError("--save-voice needs --prompt-audio (and --prompt-text): the voice to encode and save.")
+    if args.server and args.save_voice:
+        raise InputError("--save-voice encodes the voice with the model on this computer; it cannot be combined "
+                         "with --server (save the voice where the model is, or send --prompt-audio each time).")
+    if args.server and args.codes_out:
+        raise InputError("--codes-out is not available with --server: the server sends audio, not codes.")
     reference = None
     if args.prompt_audio:
         if not (args.prompt_text or "").strip():
@@ -139,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             log.warning("both --voice and --prompt-audio given: using the audio (as s2.cpp)")
     elif args.voice and args.prompt_text:
         log.warning("--prompt-text is ignored with --voice: the voice's own transcript is used")
-    pipeline = Pipeline(settings, voices=voices)
+    pipeline = remote_engine(args, voices) if args.server else Pipeline(settings, voices=voices)
     ref_codes = None
     if reference is not None and args.save_voice:
         # Encode once, save, and synthesize from the saved codes.
@@ -183,6 +188,12 @@ def run(args: argparse.Namespace) -> int:
     if args.codes_out:
         save_npy_atomic(args.codes_out, result.codes.astype(np.int32))
     t = result.timings
+    if args.server:
+        # The engine's own timings stay on the server; these are the client's wall clock.
+        print(f"wrote {args.output}: {t.audio_s:.2f} s of audio, {len(result.segments)} segment(s), {t.frames} "
+              f"frames ({result.stop_reason}), seed {result.seed}; {t.total_s:.1f} s total from {args.server}, "
+              f"first audio after {t.first_audio_s:.2f} s", file=sys.stderr)
+        return 0
     log.info("[Metrics] load_ms=%.0f prefill_ms=%.0f frames=%d ms_per_frame=%.1f codec_ms=%.0f "
              "first_audio_ms=%.0f chunk_ms=%.1f rtf=%.3f peak_rss_mb=%.0f", 1000 * t.load_s, 1000 * t.prefill_s,
              t.frames, t.ms_per_frame, 1000 * t.decode_s, 1000 * t.first_audio_s, t.ms_per_chunk,
@@ -192,6 +203,20 @@ def run(args: argparse.Namespace) -> int:
           f"{t.ms_per_frame:.0f} ms/frame, codec {t.decode_s:.2f} s, real-time factor {t.real_time_factor:.2f}",
           file=sys.stderr)
     return 0
+
+
+def remote_engine(args: argparse.Namespace, voices):
+    """The engine on the servers of ``--server`` (voices of the local library are uploaded)."""
+    import os
+
+    from s2studio.remote import RemoteEngine, RemoteSettings
+
+    api_key = args.api_key if args.api_key is not None else os.environ.get("S2STUDIO_API_KEY") or None
+    engine = RemoteEngine(RemoteSettings(args.server, api_key=api_key), voices=voices)
+    for address in engine.addresses:
+        if address.insecure_warning:
+            print(f"warning: {address.insecure_warning}", file=sys.stderr)
+    return engine
 
 
 def peak_rss_mb() -> float:
@@ -251,5 +276,12 @@ def register(subparsers) -> None:
                    help="write 16-bit PCM through the streaming decoder as frames are generated")
     p.add_argument("--stream-decode-stride", type=int, default=0,
                    help="frames per decoded chunk (0 = 16, as s2.cpp)")
+    remote = p.add_argument_group("engine on another machine")
+    remote.add_argument("--server", default=None, metavar="URL[,URL...]",
+                        help="synthesize on `s2studio serve` at this address instead of loading a model here "
+                             "(several, comma-separated: the least busy is used, and a server that fails "
+                             "mid-take is replaced for the rest of the take)")
+    remote.add_argument("--api-key", default=None,
+                        help="the server's API key (default: $S2STUDIO_API_KEY)")
     add_log_level(p)
     p.set_defaults(handler=run)

@@ -126,3 +126,9 @@ def start_serve(tmp_path_factory):
 def served(start_serve) -> ServeProcess:
     """The shared server."""
     return start_serve()
+
+
+@pytest.fixture(scope="session")
+def keyed(start_serve) -> ServeProcess:
+    """A server started with --api-key secret."""
+    return start_serve("--api-key", "secret")

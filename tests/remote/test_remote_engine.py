@@ -140,11 +140,6 @@ def test_a_second_server_finishes_the_take_of_a_killed_one(start_serve, served, 
     assert [s.index for s in job.result.segments] == [0, 1]
 
 
-@pytest.fixture(scope="module")
-def keyed(start_serve):
-    return start_serve("--api-key", "secret")
-
-
 def test_least_busy_server_is_chosen(served, keyed):
     engine = RemoteEngine(RemoteSettings(f"{keyed.url},{served.url}", api_key="secret"))
     # Make the first listed server busy with a long take of its own.

@@ -146,6 +146,26 @@ class RemoteEngine:
         voices = data.get("voices")
         return voices if isinstance(voices, list) else []
 
+    def encode_voice(self, samples: np.ndarray, transcript: str):
+        """A reference clip → a ``VoiceProfile`` made with the server's codec (``POST /encode``),
+        ready to save in the local voice library."""
+        from s2studio.engine.voices import decode_s2voice
+
+        if not (transcript or "").strip():
+            raise InputError("A voice needs the transcript of what is said in the clip.")
+        body, content_type = multipart_body({"reference_text": transcript}, {"reference": (
+            "reference.wav", wav_bytes(np.asarray(samples, np.float32), CODEC_SAMPLE_RATE, subtype="FLOAT"))})
+        address = self.pick_server(set())
+        connection = self._connection(address)
+        try:
+            data = connection.request("POST", "/encode", body, {"Content-Type": content_type}).read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise ServerDropped(address.url, f"The server at {address.url} stopped answering while encoding the "
+                                             f"voice ({exc}).") from None
+        finally:
+            connection.close()
+        return decode_s2voice(data, path=f"the voice encoded by {address.url}")
+
     @property
     def sample_rate(self) -> int:
         """The servers' output rate (from ``/health``; the codec's 44.1 kHz if it does not say)."""

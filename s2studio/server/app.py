@@ -23,7 +23,13 @@ from s2studio.server.guards import ApiKeyGuard, BodyLimit, UploadTooLarge
 from s2studio.server.jobs import JobQueue, QueueFull
 from s2studio.server.openai import parse_speech_body
 from s2studio.server.openapi import openapi_document
-from s2studio.server.params import BadRequest, GenerateSpec, parse_generate_form
+from s2studio.server.params import (
+    REFERENCE_FIELDS,
+    REFERENCE_TEXT_FIELDS,
+    BadRequest,
+    GenerateSpec,
+    parse_generate_form,
+)
 from s2studio.server.responses import AudioOutput, SynthesisResponse, error_message, error_status, json_error
 from s2studio.server.voice_select import request_voice_dir, resolve_request_voice
 
@@ -78,6 +84,30 @@ class Server:
                 if data:
                     voice_file = (data, spec.voice_file.filename or "voice_file")
         return await self.submit(spec, output_for(spec), reference, voice_file)
+
+    async def encode(self, request: Request):
+        """``POST /encode`` (s2studio's extension): a reference clip and its transcript → a
+        ``.s2voice`` made with this server's codec, so a client without the model can save voices."""
+        from starlette.responses import Response
+
+        from s2studio.engine.voices import VoiceProfile, encode_s2voice
+
+        async with request.form(max_files=MAX_FORM_FILES, max_fields=MAX_FORM_FIELDS,
+                                max_part_size=self.config.max_upload_bytes) as form:
+            upload = next((form.get(name) for name in REFERENCE_FIELDS if form.get(name) is not None), None)
+            if upload is None or isinstance(upload, str):
+                raise BadRequest("POST /encode needs the clip as a file upload named 'reference'.")
+            data, name = await upload.read(), upload.filename or "reference"
+            transcript = next((form.get(n) for n in REFERENCE_TEXT_FIELDS if isinstance(form.get(n), str)), "")
+        if not transcript.strip():
+            raise BadRequest("POST /encode needs reference_text, the transcript of the clip.")
+        samples = await asyncio.to_thread(decode_audio_bytes, data, name=name)  # checked as a reference
+        # Waits for the model between takes (the pipeline runs one thing at a time).
+        codes = await asyncio.to_thread(self.pipeline.encode_reference, samples)
+        profile = VoiceProfile(codes=codes, transcript=transcript, sample_rate=self.pipeline.codec.sample_rate,
+                               codebook_size=self.pipeline.model.cfg.codebook_size)
+        return Response(encode_s2voice(profile), media_type="application/octet-stream",
+                        headers={"Content-Disposition": 'attachment; filename="voice.s2voice"'})
 
     async def speech(self, request: Request):
         try:
@@ -195,6 +225,7 @@ def create_app(pipeline: Pipeline, config: ServerConfig) -> Starlette:
     routes = [
         Route("/generate", server.generate, methods=["POST"]),
         Route("/v1/audio/speech", server.speech, methods=["POST"]),
+        Route("/encode", server.encode, methods=["POST"]),
         Route("/health", server.health, methods=["GET"]),
         Route("/openapi.json", server.openapi, methods=["GET"]),
         Route("/voices", server.voices, methods=["GET"]),

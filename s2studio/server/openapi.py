@@ -122,6 +122,16 @@ def openapi_document(config: ServerConfig) -> dict:
                                    "speed": {"type": "number", "const": 1.0}}}}}},
                 "responses": {"200": _audio_ok("PCM16 WAV, or raw PCM16 streamed as decoded."), **common},
             }},
+            "/encode": {"post": {
+                "summary": "Encode a reference clip into a .s2voice (this server's extension)",
+                "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+                    "type": "object", "required": ["reference", "reference_text"],
+                    "properties": {"reference": {**binary, "description": "The clip (WAV, FLAC, OGG, MP3)."},
+                                   "reference_text": {**text, "description": "What is said in it."}}}}}},
+                "responses": {"200": {"description": "The .s2voice file.",
+                                      "content": {"application/octet-stream": {"schema": binary}}},
+                              **common},
+            }},
             "/health": {"get": {"summary": "Model, device and queue state", "security": [],
                                 "responses": {"200": {"description": "Server state."}}}},
             "/voices": {"get": {"summary": "Voice ids in the voice folder",

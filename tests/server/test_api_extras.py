@@ -107,3 +107,25 @@ def test_uploaded_voice_file(server, api, voice_dir):
     assert "uploaded voice_file 'mine.s2voice'" in reply.json()["error"] and "truncated" in reply.json()["error"]
     reply = api.generate(server, {"text": "Hello.", "voice_file": "hope"}, params=SMALL)
     assert reply.status == 400 and "voice_file" in reply.json()["error"]
+
+
+def test_encode_returns_the_voice_of_a_clip(server, api, pipeline):
+    """POST /encode (for clients without the model): the .s2voice of the clip, the local codes."""
+    import numpy as np
+
+    from s2studio.audio import read_audio
+    from s2studio.engine.voices import decode_s2voice
+
+    clip = api.reference.read_bytes()
+    body, ctype = api.multipart({"reference_text": "A short sample."}, {"reference": ("r.wav", clip)})
+    reply = api.request(server, "POST", "/encode", body, {"Content-Type": ctype})
+    assert reply.status == 200, reply.body
+    profile = decode_s2voice(reply.body)
+    assert profile.transcript == "A short sample."
+    np.testing.assert_array_equal(profile.codes, pipeline.encode_reference(read_audio(api.reference)))
+    body, ctype = api.multipart({}, {"reference": ("r.wav", clip)})
+    reply = api.request(server, "POST", "/encode", body, {"Content-Type": ctype})
+    assert reply.status == 400 and "reference_text" in reply.json()["error"]
+    body, ctype = api.multipart({"reference_text": "x"}, {"reference": ("r.wav", b"not audio")})
+    reply = api.request(server, "POST", "/encode", body, {"Content-Type": ctype})
+    assert reply.status == 400 and "r.wav" in reply.json()["error"]

@@ -130,9 +130,6 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--save-voice needs --voice ID, the id to save the voice under.")
     if args.save_voice and not args.prompt_audio:
         raise InputError("--save-voice needs --prompt-audio (and --prompt-text): the voice to encode and save.")
-    if args.server and args.save_voice:
-        raise InputError("--save-voice encodes the voice with the model on this computer; it cannot be combined "
-                         "with --server (save the voice where the model is, or send --prompt-audio each time).")
     if args.server and args.codes_out:
         raise InputError("--codes-out is not available with --server: the server sends audio, not codes.")
     reference = None
@@ -146,7 +143,14 @@ def run(args: argparse.Namespace) -> int:
         log.warning("--prompt-text is ignored with --voice: the voice's own transcript is used")
     pipeline = remote_engine(args, voices) if args.server else Pipeline(settings, voices=voices)
     ref_codes = None
-    if reference is not None and args.save_voice:
+    if reference is not None and args.save_voice and args.server:
+        # The server's codec encodes it; the voice is saved here and uploaded with each take.
+        profile = pipeline.encode_voice(reference, args.prompt_text)
+        info = voices.save(args.voice, profile.codes, args.prompt_text, name=args.voice, reference_audio=reference,
+                           sample_rate=profile.sample_rate, codebook_size=profile.codebook_size, overwrite=True)
+        print(f"saved voice '{info.id}' ({info.num_frames} frames) in {voices.folder}", file=sys.stderr)
+        reference = None
+    elif reference is not None and args.save_voice:
         # Encode once, save, and synthesize from the saved codes.
         ref_codes = pipeline.encode_reference(reference)
         cfg = pipeline.model.cfg

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 import ssl
 import threading
@@ -21,6 +22,7 @@ from s2studio.errors import InputError, S2Error
 
 DEFAULT_PORT = 3030  # s2studio serve's and s2.cpp's
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+HOST_CHARS = re.compile(r"[A-Za-z0-9._:%-]+")  # names, IPv4, IPv6 (brackets already removed)
 
 
 class RemoteError(S2Error):
@@ -97,6 +99,9 @@ def parse_server_url(text: str) -> ServerAddress:
         raise InputError(f"The server address {text!r} must start with http:// or https://.")
     if not parts.hostname:
         raise InputError(f"The server address {text!r} has no host name.")
+    if not HOST_CHARS.fullmatch(parts.hostname):
+        raise InputError(f"The server address {text!r} is not valid: {parts.hostname!r} is not a host name or "
+                         "IP address.")
     if parts.query or parts.fragment or parts.username or parts.password:
         raise InputError(f"The server address {text!r} must be just http(s)://HOST:PORT (no user, query or #); "
                          "an API key goes in its own setting.")

@@ -14,6 +14,7 @@ from s2studio.engine.params import GenerationParams
 from s2studio.engine.pipeline import SynthesisRequest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLONE = ROOT / "tests" / "data" / "golden" / "clone_f32_qknorm"
 TEXT = "The model runs on another machine."
 
 
@@ -50,3 +51,24 @@ def test_synth_server_errors_are_one_line(tmp_path, keyed):
     assert r.returncode == 2 and "must start with http:// or https://" in r.stderr
     r = synth("--server", keyed.url, "--codes-out", str(tmp_path / "c.npy"), "-o", str(tmp_path / "x.wav"))
     assert r.returncode == 2 and "--codes-out is not available with --server" in r.stderr
+
+
+def test_save_voice_through_a_server(served, local_pipeline, tmp_path):
+    """--save-voice --server: the server's codec encodes the clip, the voice is saved here, and
+    the take uses it (uploaded), exactly as a local --save-voice take."""
+    from s2studio.audio import read_audio
+    from s2studio.engine.voices import VoiceLibrary
+
+    out = tmp_path / "voiced.wav"
+    transcript = "A short sample of the reference speaker."
+    r = synth("--server", served.url, "--save-voice", "--voice", "mine", "-pa", str(CLONE / "reference.wav"),
+              "-pt", transcript, "-text", TEXT, "--seed", "2", "-temp", "0", "-max-tokens", "20", "-o", str(out),
+              "--voice-dir", str(tmp_path / "voices"))
+    assert r.returncode == 0, r.stderr
+    voice = VoiceLibrary(tmp_path / "voices").get("mine")
+    codes = local_pipeline.encode_reference(read_audio(CLONE / "reference.wav"))
+    np.testing.assert_array_equal(voice.codes, codes)
+    local = local_pipeline.synthesize(SynthesisRequest(
+        text=TEXT, reference_codes=codes, reference_text=transcript,
+        generation=GenerationParams(max_new_tokens=20, temperature=0.0, seed=2), stream_stride=16)).run_to_end()
+    np.testing.assert_array_equal(sf.read(out, dtype="float32")[0], local.audio)

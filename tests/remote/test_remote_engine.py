@@ -170,3 +170,19 @@ def test_settings_are_checked():
         RemoteSettings("ftp://host").validated()
     with pytest.raises(InputError, match="read_timeout_s must be between 1 and 3600"):
         RemoteSettings("http://127.0.0.1:1", read_timeout_s=0).validated()
+
+
+def test_server_addresses():
+    from s2studio.remote import parse_server_list, parse_server_url
+
+    assert parse_server_url("gpu-box").url == "http://gpu-box:3030"  # the server's default port
+    assert parse_server_url(" https://tts.example.org/s2/ ").url == "https://tts.example.org:443/s2"
+    assert parse_server_url("[::1]:4000").url == "http://[::1]:4000" and parse_server_url("[::1]:4000").is_local
+    assert parse_server_url("http://127.0.0.1:1").insecure_warning is None
+    assert "plain HTTP" in parse_server_url("http://10.0.0.5:3030").insecure_warning
+    assert parse_server_url("https://10.0.0.5").insecure_warning is None
+    assert [a.url for a in parse_server_list("a:1, b:2,a:1")] == ["http://a:1", "http://b:2"]
+    for bad, why in (("http://user:pw@h:1", "no user"), ("h:99999", "not valid"), ("http://a b", "not a host"),
+                     ("", "empty"), ("h:1?x=1", "no user, query")):
+        with pytest.raises(InputError, match=why):
+            parse_server_url(bad)

@@ -216,7 +216,7 @@ def remote_engine(args: argparse.Namespace, voices):
     from s2studio.remote import RemoteEngine, RemoteSettings
 
     api_key = args.api_key if args.api_key is not None else os.environ.get("S2STUDIO_API_KEY") or None
-    engine = RemoteEngine(RemoteSettings(args.server, api_key=api_key), voices=voices)
+    engine = RemoteEngine(RemoteSettings(args.server, api_key=api_key, wire_format=args.wire_format), voices=voices)
     for address in engine.addresses:
         if address.insecure_warning:
             print(f"warning: {address.insecure_warning}", file=sys.stderr)
@@ -287,5 +287,8 @@ def register(subparsers) -> None:
                              "mid-take is replaced for the rest of the take)")
     remote.add_argument("--api-key", default=None,
                         help="the server's API key (default: $S2STUDIO_API_KEY)")
+    remote.add_argument("--wire-format", choices=["pcm_f32le", "pcm_s16le", "wav"], default="pcm_f32le",
+                        help="how the audio travels: pcm_f32le, the exact samples (default); pcm_s16le, half the "
+                             "bytes, rounded to 16 bits; wav, s2.cpp's live PCM16 WAV")
     add_log_level(p)
     p.set_defaults(handler=run)

@@ -34,7 +34,7 @@ import random
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
@@ -62,6 +62,7 @@ from s2studio.remote.connection import (
 log = logging.getLogger(__name__)
 
 WAV_HEADER_BYTES = 44  # the live WAV header s2.cpp sends when it does not know pcm_*
+WIRE_FORMATS = ("pcm_f32le", "pcm_s16le", "wav")
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,12 @@ class RemoteSettings:
     which includes waiting in a busy server's queue before the first chunk (1..3600 s)."""
 
     servers: tuple[str, ...] | str
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # a password: kept out of logs and reprs
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 300.0
+    # What the audio travels as: pcm_f32le (exact, 176 kB/s), pcm_s16le (half that, rounded to
+    # 1/32768 as every PCM16 output is) or wav (PCM16 in a live WAV, s2.cpp's own stream format).
+    wire_format: str = "pcm_f32le"
 
     def addresses(self) -> tuple[ServerAddress, ...]:
         text = self.servers if isinstance(self.servers, str) else ",".join(self.servers)
@@ -84,6 +88,8 @@ class RemoteSettings:
         for name, value in (("connect_timeout_s", self.connect_timeout_s), ("read_timeout_s", self.read_timeout_s)):
             if not 1 <= value <= 3600:
                 raise InputError(f"{name} must be between 1 and 3600 seconds, not {value}.")
+        if self.wire_format not in WIRE_FORMATS:
+            raise InputError(f"wire_format must be one of {', '.join(WIRE_FORMATS)}, not {self.wire_format!r}.")
         return self
 
 
@@ -215,7 +221,9 @@ class RemoteEngine:
             if self._voices is not None and self._voices.exists(request.voice):
                 path = self._voices.path_for(request.voice)
                 with open(path, "rb") as f:
-                    return {}, {"voice_file": (path.name, f.read())}
+                    # The id too: a server that knows no voice_file (s2.cpp) uses its own voice of
+                    # that id (or says it has none) instead of silently speaking in the default voice.
+                    return {"voice": request.voice}, {"voice_file": (path.name, f.read())}
             return {"voice": request.voice}, {}
         return {}, {}
 
@@ -328,7 +336,8 @@ class SegmentFetch:
 
     def _form(self) -> tuple[bytes, str]:
         g = self.request.generation
-        params = {"stream": True, "chunked": True, "output_format": "pcm_f32le", "stream_start_buffer_ms": 0,
+        params = {"stream": True, "chunked": True, "output_format": self.engine.settings.wire_format,
+                  "stream_start_buffer_ms": 0,
                   "stream_decode_stride_frames": self.request.stream_stride, "seed": self.seed,
                   "max_new_tokens": g.max_new_tokens, "temperature": g.temperature, "top_p": g.top_p,
                   "top_k": g.top_k, "min_tokens_before_end": g.min_tokens_before_end, "ras": g.ras}
@@ -419,26 +428,24 @@ def _all_failed(errors: list[RemoteError]) -> RemoteError:
 class PcmDecoder:
     """Response bytes → float32 samples in whole frames (``SAMPLES_PER_CODE_FRAME`` each, so a
     chunk's ``frame_start``/``frame_count`` are exact), from raw float32, raw PCM16 or a live
-    PCM16 WAV (what s2.cpp sends for an output format it does not know)."""
+    PCM16 WAV (what s2.cpp sends for an output format it does not know). PCM16 becomes
+    ``int16 / 32768``, the inverse of the server's ``float_to_pcm16``."""
 
-    def __init__(self, encoding: str, sample_rate: int, header_bytes: int = 0):
+    def __init__(self, encoding: str, sample_rate: int):
         self.encoding = encoding  # pcm_f32le | pcm_s16le
         self.sample_rate = sample_rate
-        self._skip_header = header_bytes
+        # PCM16 may come inside a live WAV (s2.cpp's answer to a format it does not know), whatever
+        # the Content-Type says: its first bytes tell.
+        self._sniffing = encoding == "pcm_s16le"
         self._buffer = bytearray()
         self.bytes_per_sample = 4 if encoding == "pcm_f32le" else 2
 
     @classmethod
     def for_response(cls, response: http.client.HTTPResponse) -> "PcmDecoder":
         encoding = (response.getheader("X-Audio-Encoding") or "").lower()
-        content_type = (response.getheader("Content-Type") or "").lower()
         rate_header = response.getheader("X-Audio-Sample-Rate") or ""
         rate = int(rate_header) if rate_header.isdigit() and int(rate_header) > 0 else CODEC_SAMPLE_RATE
-        if encoding == "pcm_f32le":
-            return cls("pcm_f32le", rate)
-        if content_type.startswith("audio/wav") or content_type.startswith("audio/x-wav"):
-            return cls("pcm_s16le", rate, header_bytes=WAV_HEADER_BYTES)
-        return cls("pcm_s16le", rate)
+        return cls("pcm_f32le" if encoding == "pcm_f32le" else "pcm_s16le", rate)
 
     def _convert(self, data: bytes) -> np.ndarray:
         if self.encoding == "pcm_f32le":
@@ -447,10 +454,14 @@ class PcmDecoder:
 
     def feed(self, data: bytes) -> np.ndarray:
         self._buffer += data
-        if self._skip_header:
-            cut = min(self._skip_header, len(self._buffer))
-            del self._buffer[:cut]
-            self._skip_header -= cut
+        if self._sniffing:
+            if len(self._buffer) < WAV_HEADER_BYTES:
+                return np.zeros(0, np.float32)
+            self._sniffing = False
+            if self._buffer[:4] == b"RIFF" and self._buffer[8:12] == b"WAVE":
+                rate = int.from_bytes(self._buffer[24:28], "little")
+                self.sample_rate = rate if rate > 0 else self.sample_rate
+                del self._buffer[:WAV_HEADER_BYTES]
         frame_bytes = SAMPLES_PER_CODE_FRAME * self.bytes_per_sample
         whole = len(self._buffer) // frame_bytes * frame_bytes
         if not whole:
@@ -461,6 +472,8 @@ class PcmDecoder:
 
     def finish(self) -> np.ndarray:
         """What is left at the end (a partial frame; none from this project's server)."""
+        if self._sniffing and self._buffer[:4] == b"RIFF":
+            self._buffer.clear()  # a WAV header and nothing after it
         usable = len(self._buffer) // self.bytes_per_sample * self.bytes_per_sample
         out = self._convert(bytes(self._buffer[:usable]))
         self._buffer.clear()

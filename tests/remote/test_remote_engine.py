@@ -64,6 +64,19 @@ def test_remote_take_has_the_local_take_samples(case, served, local_pipeline, vo
     assert {c.segment for c in remote_chunks} == {c.segment for c in local_chunks}
 
 
+@pytest.mark.parametrize("wire_format", ["pcm_s16le", "wav"])
+def test_pcm16_wire_formats_round_to_16_bits_and_nothing_else(wire_format, served, local_pipeline):
+    """PCM16 on the wire (smaller; ``wav`` is what s2.cpp's server streams): each sample is the
+    local one rounded as the server's float_to_pcm16 rounds it, so at most 1/32768 off."""
+    from s2studio.audio import float_to_pcm16
+
+    request = SynthesisRequest(text="Hello there, friend.", generation=GREEDY, stream_stride=4)
+    _, local = take(local_pipeline, request)
+    _, remote = take(RemoteEngine(RemoteSettings(served.url, wire_format=wire_format)), request)
+    np.testing.assert_array_equal(remote.audio, float_to_pcm16(local.audio).astype(np.float32) / 32768)
+    assert np.max(np.abs(remote.audio - local.audio)) <= 1 / 32768
+
+
 def _reference(pipeline):
     from pathlib import Path
 
@@ -170,6 +183,9 @@ def test_settings_are_checked():
         RemoteSettings("ftp://host").validated()
     with pytest.raises(InputError, match="read_timeout_s must be between 1 and 3600"):
         RemoteSettings("http://127.0.0.1:1", read_timeout_s=0).validated()
+    with pytest.raises(InputError, match="wire_format must be one of pcm_f32le, pcm_s16le, wav"):
+        RemoteSettings("http://127.0.0.1:1", wire_format="mp3").validated()
+    assert "secret" not in repr(RemoteSettings("http://h:1", api_key="secret"))
 
 
 def test_server_addresses():

@@ -3,7 +3,8 @@
 ``s2studio.errors`` (the exception hierarchy) imports nothing of the package. ``s2studio.audio``
 (numpy/soundfile, all audio file I/O) sits below the engine and imports nothing of it. The
 engine (torch) reads and writes audio only through it. The CLI and the server drive the engine;
-the app drives only the engine's public API (``PUBLIC_ENGINE``).
+the app drives only the engine's public API (``PUBLIC_ENGINE``). ``s2studio.remote`` (the client
+of a server, used by the CLI and the app) uses only the engine's torch-free parts.
 """
 
 from __future__ import annotations

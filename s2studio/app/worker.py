@@ -153,12 +153,15 @@ class InferenceWorker(QObject):
         if self._remote is None or self._remote.settings != settings:
             t0 = time.perf_counter()
             engine = RemoteEngine(settings, voices=VoiceLibrary(self._voices_folder))
-            self.loading.emit(f"Connecting to {engine.addresses[0].url}", 0.0)
-            health = engine.health()
+            address = engine.pick_server(set())  # the least busy that answers, with several
+            self.loading.emit(f"Connecting to {address.url}", 0.0)
+            health = engine.health(address)
             self._remote = engine
+            others = len(engine.addresses) - 1
             self.loaded.emit(LoadInfo(codec_device=str(health.get("codec_device") or "the server"),
-                                      codec_reason=f"served by {engine.addresses[0].url} ({health.get('model')} on "
-                                                   f"{health.get('device')})",
+                                      codec_reason=f"served by {address.url} ({health.get('model')} on "
+                                                   f"{health.get('device')})"
+                                                   + (f" and {others} more server(s)" if others else ""),
                                       load_seconds=time.perf_counter() - t0, devices=()))
         return self._remote
 

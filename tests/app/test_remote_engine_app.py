@@ -74,6 +74,25 @@ def test_engine_tab_connects_warns_and_keeps_the_key_out_of_the_settings_file(qt
         assert "only until you quit" in keys.note
 
 
+def test_connect_reports_each_of_several_servers(qtbot, model_server):
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    keys = ApiKeyStore()
+    dialog = dialog_for(qtbot, AppSettings(engine="server", server_url=f"{model_server.url}, {dead}"), keys)
+    dialog.server_key.setText(KEY)
+    dialog.connect_button.click()
+    qtbot.waitUntil(lambda: dialog.connect_button.isEnabled(), timeout=30_000)
+    first, second = dialog.server_status.text().splitlines()
+    assert first.startswith(f"{model_server.url}: model.gguf on cpu, ready")
+    assert second.startswith(f"Not connected: Cannot reach the server at {dead} (connection refused)")
+    dialog.accept()
+    assert dialog.result_settings().server_url == f"{model_server.url},{dead}"
+    assert keys.get(f"{model_server.url},{dead}") == KEY
+
+
 def test_api_key_goes_to_the_keyring_when_it_is_installed(monkeypatch):
     """``keyring`` is optional; when it imports, keys live in the OS keychain, not only the session.
     (An in-memory module with keyring's three calls stands in for the OS keychain here.)"""

@@ -52,18 +52,22 @@ class ServerProbe(QObject):
     def probe(self, url: str, api_key: str) -> None:
         threading.Thread(target=self._run, args=(url, api_key), name="s2studio-server-probe", daemon=True).start()
 
-    def _run(self, url: str, api_key: str) -> None:
+    def _run(self, urls: str, api_key: str) -> None:
         from s2studio.app.server_engine import describe_health
         from s2studio.errors import S2Error
         from s2studio.remote import RemoteEngine, RemoteSettings
 
-        try:
-            engine = RemoteEngine(RemoteSettings(url, api_key=api_key or None, connect_timeout_s=5))
-            line = describe_health(engine.addresses[0].url, engine.health())
-            engine.list_voices()  # the one open question /health cannot answer: does the key work?
-            self.answered.emit(line, True)
-        except S2Error as exc:
-            self.answered.emit(str(exc), False)
+        lines, ok = [], True
+        engine = RemoteEngine(RemoteSettings(urls, api_key=api_key or None, connect_timeout_s=5))
+        for address in engine.addresses:
+            try:
+                line = describe_health(address.url, engine.health(address))
+                engine.list_voices(address)  # the one question /health cannot answer: does the key work?
+                lines.append(line)
+            except S2Error as exc:
+                lines.append(f"Not connected: {exc}")
+                ok = False
+        self.answered.emit("\n".join(lines), ok)
 
 
 class SettingsDialog(QDialog):
@@ -232,7 +236,9 @@ class SettingsDialog(QDialog):
         self.engine_kind.setCurrentIndex(max(0, self.engine_kind.findData(s.engine)))
         form.addRow("Run the model on:", self.engine_kind)
         self.server_url = QLineEdit(s.server_url)
-        self.server_url.setPlaceholderText("http://gpu-box:3030")
+        self.server_url.setPlaceholderText("http://gpu-box:3030  (several: comma-separated)")
+        self.server_url.setToolTip("With several servers each sentence goes to the least busy one, and a server "
+                                   "that fails mid-take is replaced by another.")
         form.addRow("Server address:", self.server_url)
         self.server_key = QLineEdit(api_keys.get(s.server_url) if api_keys is not None else "")
         self.server_key.setEchoMode(QLineEdit.EchoMode.Password)
@@ -258,13 +264,14 @@ class SettingsDialog(QDialog):
         self._update_engine_fields()
         return page
 
-    def _server_address(self):
-        """The parsed address, or None with the problem shown."""
+    def _server_addresses(self) -> str | None:
+        """The address list in one spelling (``http://host:port``, comma-separated), or None
+        with the problem shown."""
         from s2studio.errors import InputError
-        from s2studio.remote import parse_server_url
+        from s2studio.remote import parse_server_list
 
         try:
-            return parse_server_url(self.server_url.text())
+            return ",".join(a.url for a in parse_server_list(self.server_url.text()))
         except InputError as exc:
             self.server_status.setText(str(exc))
             return None
@@ -276,34 +283,35 @@ class SettingsDialog(QDialog):
         warning = ""
         if remote and self.server_url.text().strip():
             from s2studio.errors import InputError
-            from s2studio.remote import parse_server_url
+            from s2studio.remote import parse_server_list
 
             try:
-                warning = parse_server_url(self.server_url.text()).insecure_warning or ""
+                warning = "\n".join(a.insecure_warning for a in parse_server_list(self.server_url.text())
+                                    if a.insecure_warning)
             except InputError:
                 warning = ""
         self.server_warning.setText(warning)
 
     def probe_server(self) -> None:
-        address = self._server_address()
-        if address is None:
+        urls = self._server_addresses()
+        if urls is None:
             return
         self.connect_button.setEnabled(False)
-        self.server_status.setText(f"Connecting to {address.url}…")
-        self._probe.probe(address.url, self.server_key.text().strip())
+        self.server_status.setText(f"Connecting to {urls.replace(',', ', ')}…")
+        self._probe.probe(urls, self.server_key.text().strip())
 
     def _on_probe_answer(self, text: str, ok: bool) -> None:
         self.connect_button.setEnabled(self.engine_kind.currentData() == "server")
-        self.server_status.setText(text if ok else f"Not connected: {text}")
+        self.server_status.setText(text)
 
     def accept(self) -> None:
         if self.engine_kind.currentData() == "server":
-            address = self._server_address()
-            if address is None:
+            urls = self._server_addresses()
+            if urls is None:
                 self.tabs.setCurrentIndex(self.tabs.count() - 1)
                 return
             if self._api_keys is not None:
-                problem = self._api_keys.set(address.url, self.server_key.text())
+                problem = self._api_keys.set(urls, self.server_key.text())
                 if problem:
                     self.server_status.setText(problem)
         super().accept()
@@ -351,10 +359,10 @@ class SettingsDialog(QDialog):
         url = self.server_url.text().strip()
         if url:
             from s2studio.errors import InputError
-            from s2studio.remote import parse_server_url
+            from s2studio.remote import parse_server_list
 
             try:
-                url = parse_server_url(url).url  # one spelling, so the key store finds its key again
+                url = ",".join(a.url for a in parse_server_list(url))  # one spelling, so the key is found again
             except InputError:
                 pass  # kept as typed; OK refuses it while "A server" is chosen
         s.server_url = url

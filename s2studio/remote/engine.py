@@ -405,7 +405,8 @@ class SegmentFetch:
             if len(tail) and received + len(tail) > skip:
                 tail = tail[max(skip - received, 0):]
                 self.delivered = received + len(tail)
-                yield AudioChunk(tail, decoder.sample_rate, index, n_seg, received // SAMPLES_PER_CODE_FRAME, 0)
+                # A partial frame counts as one (frame_count 0 would read as a pause).
+                yield AudioChunk(tail, decoder.sample_rate, index, n_seg, received // SAMPLES_PER_CODE_FRAME, 1)
             self.frames = max(self.frames, -(-self.delivered // SAMPLES_PER_CODE_FRAME))
         finally:
             self.job.attach(None)

@@ -202,3 +202,24 @@ def test_server_addresses():
                      ("", "empty"), ("h:1?x=1", "no user, query")):
         with pytest.raises(InputError, match=why):
             parse_server_url(bad)
+
+
+def test_pcm_decoder_handles_split_reads_and_a_live_wav_header():
+    """Bytes arrive cut anywhere; chunks come out in whole frames; a live WAV header (s2.cpp's
+    stream, sizes 0x7FFFFFF0) is recognised and skipped, its sample rate read."""
+    from s2studio.audio import float_to_pcm16, pcm16_wav_header
+    from s2studio.remote.engine import PcmDecoder
+
+    rng = np.random.default_rng(0)
+    audio = (rng.standard_normal(3 * 2048 + 100) * 0.2).astype(np.float32)
+    pcm = float_to_pcm16(audio).astype("<i2").tobytes()
+    for encoding, data, want in (
+            ("pcm_f32le", audio.astype("<f4").tobytes(), audio),
+            ("pcm_s16le", pcm16_wav_header(22050, None) + pcm, float_to_pcm16(audio) / np.float32(32768)),
+            ("pcm_s16le", pcm, float_to_pcm16(audio) / np.float32(32768))):
+        decoder = PcmDecoder(encoding, 44100)
+        pieces = [decoder.feed(data[i:i + 1000]) for i in range(0, len(data), 1000)]
+        assert all(len(p) % 2048 == 0 for p in pieces)
+        out = np.concatenate(pieces + [decoder.finish()])
+        np.testing.assert_array_equal(out, want.astype(np.float32))
+        assert decoder.sample_rate == (22050 if data[:4] == b"RIFF" else 44100)

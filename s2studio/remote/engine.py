@@ -218,7 +218,7 @@ class RemoteEngine:
             return ({"reference_text": request.reference_text},
                     {"reference": ("reference.wav", wav_bytes(audio, CODEC_SAMPLE_RATE, subtype="FLOAT"))})
         if request.voice is not None:
-            if self._voices is not None and self._voices.exists(request.voice):
+            if self._is_local_voice(request.voice):
                 path = self._voices.path_for(request.voice)
                 with open(path, "rb") as f:
                     # The id too: a server that knows no voice_file (s2.cpp) uses its own voice of
@@ -226,6 +226,16 @@ class RemoteEngine:
                     return {"voice": request.voice}, {"voice_file": (path.name, f.read())}
             return {"voice": request.voice}, {}
         return {}, {}
+
+    def _is_local_voice(self, voice: str) -> bool:
+        """Whether the local library has this id. Anything it cannot even hold (s2.cpp's path
+        spellings such as ``voices/hope.s2voice``) is for the server to resolve."""
+        if self._voices is None:
+            return False
+        try:
+            return self._voices.exists(voice)
+        except InputError:
+            return False
 
     def _run(self, request: SynthesisRequest, reference, job: RemoteJob) -> Iterator[AudioChunk]:
         from s2studio.audio import apply_postprocess, trim_trailing_silence

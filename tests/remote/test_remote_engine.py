@@ -112,11 +112,14 @@ def test_unreachable_server_is_one_clear_error():
         list(RemoteEngine(RemoteSettings(url, connect_timeout_s=5)).synthesize(SynthesisRequest(text="Hi.")))
 
 
-def test_server_refusal_carries_its_message(served):
-    engine = RemoteEngine(RemoteSettings(served.url))
+def test_server_refusal_carries_its_message(served, voices):
+    engine = RemoteEngine(RemoteSettings(served.url), voices=voices)
     with pytest.raises(ServerRefused, match=r"refused the request \(400\): .*nobody") as info:
         list(engine.synthesize(SynthesisRequest(text="Hi.", voice="nobody", generation=GREEDY)))
     assert info.value.status == 400
+    # s2.cpp's path spelling is no local id: the server resolves it (inside its voice folder only).
+    with pytest.raises(ServerRefused, match=r"\(400\): .*outside"):
+        list(engine.synthesize(SynthesisRequest(text="Hi.", voice="../x.s2voice", generation=GREEDY)))
 
 
 def test_killed_server_mid_take_is_reported(start_serve):

@@ -121,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
     log = logging.getLogger("s2studio.synth")
     settings = engine_settings(args)
     voices = voice_library(args)
+    if args.list_voices and args.server:
+        return print_server_voices(remote_engine(args, voices))
     if args.list_voices:
         return print_voices(voices)
     if args.codec_context_frames is not None:
@@ -244,6 +246,19 @@ def print_voices(voices) -> int:
     return 0
 
 
+def print_server_voices(engine) -> int:
+    """The voices in the server's own folder (usable by id with --server; the local library's
+    voices are sent along with each request anyway)."""
+    for address in engine.addresses:
+        voices = engine.list_voices(address)
+        print(f"{address.url}: {len(voices)} voice(s)")
+        for v in voices:
+            if isinstance(v, dict):
+                note = "" if v.get("usable", True) else "  [unusable]"
+                print(f"  {v.get('id', '?'):<24} {v.get('name', '')}{note}")
+    return 0
+
+
 def register(subparsers) -> None:
     from s2studio.cli import add_log_level
 
@@ -267,7 +282,8 @@ def register(subparsers) -> None:
     p.add_argument("--save-voice", action="store_true",
                    help="encode --prompt-audio once and save it as voice --voice for later runs")
     p.add_argument("--voice-dir", default=None, help="voice library folder (default: the app's voice folder)")
-    p.add_argument("--list-voices", action="store_true", help="list the saved voices and exit")
+    p.add_argument("--list-voices", action="store_true",
+                   help="list the saved voices and exit (with --server: the server's voices)")
     p.add_argument("--segment-sentences", action="store_true",
                    help="split long text into sentences, synthesized one after another")
     p.add_argument("--sentence-pause-ms", type=int, default=180, help="silence between sentences (default 180)")

@@ -51,6 +51,8 @@ def test_synth_server_errors_are_one_line(tmp_path, keyed):
     assert r.returncode == 2 and "must start with http:// or https://" in r.stderr
     r = synth("--server", keyed.url, "--codes-out", str(tmp_path / "c.npy"), "-o", str(tmp_path / "x.wav"))
     assert r.returncode == 2 and "--codes-out is not available with --server" in r.stderr
+    r = synth("--server", keyed.url, "--api-key", "secret", "--list-voices")
+    assert r.returncode == 0 and r.stdout.splitlines()[0] == f"{keyed.url}: 0 voice(s)"
 
 
 def test_save_voice_through_a_server(served, local_pipeline, tmp_path):

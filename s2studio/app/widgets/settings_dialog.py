@@ -67,7 +67,10 @@ class ServerProbe(QObject):
             except S2Error as exc:
                 lines.append(f"Not connected: {exc}")
                 ok = False
-        self.answered.emit("\n".join(lines), ok)
+        try:
+            self.answered.emit("\n".join(lines), ok)
+        except RuntimeError:  # the dialog was closed before the server answered
+            pass
 
 
 class SettingsDialog(QDialog):

@@ -3,7 +3,8 @@
 ``s2studio.errors`` (the exception hierarchy) imports nothing of the package. ``s2studio.audio``
 (numpy/soundfile, all audio file I/O) sits below the engine and imports nothing of it. The
 engine (torch) reads and writes audio only through it. The CLI and the server drive the engine;
-the app drives only the engine's public API (``PUBLIC_ENGINE``).
+the app drives only the engine's public API (``PUBLIC_ENGINE``). ``s2studio.remote`` (the client
+of a server, used by the CLI and the app) uses only the engine's torch-free parts.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ FORBIDDEN = {
                   "PySide6", "torch"),
     "cli": ("PySide6",),
     "server": ("s2studio.app", "PySide6"),
+    # The client of a server: the engine's torch-free value types and text splitter, never the model.
+    "remote": ("s2studio.app", "s2studio.cli", "s2studio.server", "PySide6", "torch", "s2studio.engine.model",
+               "s2studio.engine.codec", "s2studio.engine.kernels"),
 }
 # The one sanctioned way into the app: the entry point opens it when run without a command.
 ALLOWED = {("cli/__init__.py", "s2studio.app")}
@@ -92,7 +96,16 @@ def test_engine_audio_and_cli_import_without_qt():
         "import sys; sys.modules['PySide6'] = None; sys.modules['sounddevice'] = None\n"
         "import s2studio.engine.model.loader, s2studio.engine.model.generate, s2studio.engine.codec, s2studio.audio\n"
         "import s2studio.cli; s2studio.cli.build_parser()\n"
+        "import s2studio.remote\n"
         "assert 'PySide6' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
     )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def test_remote_engine_imports_without_torch():
+    """The laptop side of a remote engine must not need torch (nor Qt)."""
+    code = ("import sys; sys.modules['torch'] = None; sys.modules['PySide6'] = None\n"
+            "import s2studio.remote\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

@@ -42,6 +42,7 @@ from s2studio.app.widgets.error_banner import Banner
 from s2studio.app.widgets.output_panel import OutputPanel, Take
 from s2studio.app.widgets.progress_bar import GenerateBar
 from s2studio.app.widgets.script_editor import ScriptEditor, estimated_seconds
+from s2studio.app.server_engine import ApiKeyStore
 from s2studio.app.widgets.settings_dialog import SettingsDialog
 from s2studio.app.widgets.voice_panel import VoicePanel
 from s2studio.app.widgets.welcome import WelcomePage
@@ -100,6 +101,7 @@ class MainWindow(QMainWindow):
         self.busy = False
         self.model_loaded = False
         self.load_info: LoadInfo | None = None
+        self.api_keys = ApiKeyStore()  # server API keys: the OS keychain, or this session only
         self._pending_request: GenerateRequest | None = None
         self.setWindowTitle("s2studio")
         self.resize(1180, 760)
@@ -132,7 +134,7 @@ class MainWindow(QMainWindow):
 
         if notice:
             self.show_notice(notice)
-        self.pages.setCurrentIndex(STUDIO_PAGE if settings.model_path else WELCOME_PAGE)
+        self.pages.setCurrentIndex(STUDIO_PAGE if settings.engine_chosen else WELCOME_PAGE)
 
     # ---- layout -----------------------------------------------------------------------------
     def _build_studio(self) -> QWidget:
@@ -213,7 +215,7 @@ class MainWindow(QMainWindow):
 
     def open_settings(self) -> None:
         dialog = SettingsDialog(self.settings, engine_devices=list(self.load_info.devices) if self.load_info else None,
-                                codec_verdict=self._codec_verdict(), parent=self)
+                                codec_verdict=self._codec_verdict(), parent=self, api_keys=self.api_keys)
         if dialog.exec():
             self.apply_settings(dialog.result_settings())
 
@@ -230,10 +232,15 @@ class MainWindow(QMainWindow):
 
     # ---- model / generation -------------------------------------------------------------------
     def engine_config(self) -> EngineSettings:
+        """What the worker runs on: the local model's settings, or a server's (``RemoteSettings``)."""
+        if self.settings.uses_server:
+            from s2studio.app.server_engine import remote_settings
+
+            return remote_settings(self.settings, self.api_keys)
         return engine_settings(self.settings)
 
     def load_model_now(self) -> None:
-        if not self.settings.model_path:
+        if not self.settings.engine_chosen:
             self.pages.setCurrentIndex(WELCOME_PAGE)
             return
         self.error_banner.hide()
@@ -266,7 +273,7 @@ class MainWindow(QMainWindow):
     def generate(self) -> None:
         if self.generating:  # other work (a load, a voice being saved) simply queues ahead of it
             return
-        if not self.settings.model_path:
+        if not self.settings.engine_chosen:
             self.pages.setCurrentIndex(WELCOME_PAGE)
             return
         request = self.build_request()
@@ -288,7 +295,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("Stopping…")
 
     def save_voice(self, samples, transcript: str, name: str) -> None:
-        if not self.settings.model_path:
+        if not self.settings.engine_chosen:
             self.voice_panel.save_failed()
             self.show_problem("Choose the model first: a voice is encoded with the model's audio codec.")
             return

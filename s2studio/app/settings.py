@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 TOKENIZER_MODES = ("hf", "s2cpp")
 CODEC_MODES = ("auto", "cpu", "follow")
+ENGINES = ("local", "server")  # the model on this computer, or on `s2studio serve` elsewhere
 
 
 @dataclass
@@ -35,6 +36,10 @@ class AppSettings:
     gpu_layers: int = -1  # -1 = all layers on the GPU device
     threads: int = 0  # 0 = all cores
     codec_mode: str = "auto"
+    # where the model runs: "local" or "server" (server_url; its API key is never stored here,
+    # see app/server_engine.py)
+    engine: str = "local"
+    server_url: str = ""
     # sampling
     temperature: float = 0.8
     top_p: float = 0.8
@@ -61,6 +66,15 @@ class AppSettings:
 
     def copy(self) -> "AppSettings":
         return dataclasses.replace(self, recent_texts=list(self.recent_texts))
+
+    @property
+    def uses_server(self) -> bool:
+        return self.engine == "server"
+
+    @property
+    def engine_chosen(self) -> bool:
+        """Something to synthesize with: a model file here, or a server address."""
+        return bool(self.server_url.strip()) if self.uses_server else bool(self.model_path)
 
     @property
     def model_configured(self) -> bool:
@@ -105,6 +119,8 @@ def settings_from_dict(data: dict) -> tuple[AppSettings, list[str]]:
         settings.tokenizer_mode, bad = "hf", bad + ["tokenizer_mode"]
     if settings.codec_mode not in CODEC_MODES:
         settings.codec_mode, bad = "auto", bad + ["codec_mode"]
+    if settings.engine not in ENGINES:
+        settings.engine, bad = "local", bad + ["engine"]
     return settings, bad
 
 

@@ -64,6 +64,7 @@ class InferenceWorker(QObject):
         super().__init__()
         self._voices_folder = voices_folder
         self._pipeline = None
+        self._remote = None  # RemoteEngine when the settings choose a server
         self._lock = threading.Lock()
         self._job = None  # the SynthesisJob running now
         self._cancelled_at = float("-inf")  # requests created before this are cancelled
@@ -109,7 +110,10 @@ class InferenceWorker(QObject):
     def _ensure_loaded(self, settings: EngineSettings):
         from s2studio.engine.pipeline import Pipeline
         from s2studio.engine.voices import VoiceLibrary
+        from s2studio.remote import RemoteSettings
 
+        if isinstance(settings, RemoteSettings):
+            return self._ensure_remote(settings)
         if not settings.model_path:
             raise _input_error("No model file is chosen yet. Open Settings (or the welcome page) and pick the "
                                "S2 Pro .gguf file.")
@@ -139,6 +143,27 @@ class InferenceWorker(QObject):
                                       load_seconds=time.perf_counter() - t0,
                                       devices=tuple(Pipeline.available_devices())))
         return self._pipeline
+
+    def _ensure_remote(self, settings):
+        """The engine on a server (``RemoteSettings``): checked with ``/health`` when first used
+        or when the address or key changed; a local model stays loaded for when it is chosen again."""
+        from s2studio.engine.voices import VoiceLibrary
+        from s2studio.remote import RemoteEngine
+
+        if self._remote is None or self._remote.settings != settings:
+            t0 = time.perf_counter()
+            engine = RemoteEngine(settings, voices=VoiceLibrary(self._voices_folder))
+            address = engine.pick_server(set())  # the least busy that answers, with several
+            self.loading.emit(f"Connecting to {address.url}", 0.0)
+            health = engine.health(address)
+            self._remote = engine
+            others = len(engine.addresses) - 1
+            self.loaded.emit(LoadInfo(codec_device=str(health.get("codec_device") or "the server"),
+                                      codec_reason=f"served by {address.url} ({health.get('model')} on "
+                                                   f"{health.get('device')})"
+                                                   + (f" and {others} more server(s)" if others else ""),
+                                      load_seconds=time.perf_counter() - t0, devices=()))
+        return self._remote
 
     def _generate(self, request: GenerateRequest) -> None:
         from s2studio.engine.pipeline import PostProcess, Segmentation, SynthesisRequest
@@ -188,6 +213,13 @@ class InferenceWorker(QObject):
 
         validate_reference(request.samples, CODEC_SAMPLE_RATE)
         pipeline = self._ensure_loaded(request.engine)
+        if not hasattr(pipeline, "encode_reference"):  # a RemoteEngine: the server's codec encodes it
+            profile = pipeline.encode_voice(request.samples, request.transcript)
+            info = pipeline.voices.save(None, profile.codes, request.transcript, name=request.name,
+                                        reference_audio=request.samples, sample_rate=profile.sample_rate,
+                                        codebook_size=profile.codebook_size)
+            self.voice_saved.emit(info)
+            return
         codes = pipeline.encode_reference(request.samples)
         info = pipeline.voices.save(None, codes, request.transcript, name=request.name,
                                     reference_audio=request.samples, sample_rate=pipeline.codec.sample_rate,

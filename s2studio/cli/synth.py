@@ -121,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
     log = logging.getLogger("s2studio.synth")
     settings = engine_settings(args)
     voices = voice_library(args)
+    if args.list_voices and args.server:
+        return print_server_voices(remote_engine(args, voices))
     if args.list_voices:
         return print_voices(voices)
     if args.codec_context_frames is not None:
@@ -130,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--save-voice needs --voice ID, the id to save the voice under.")
     if args.save_voice and not args.prompt_audio:
         raise InputError("--save-voice needs --prompt-audio (and --prompt-text): the voice to encode and save.")
+    if args.server and args.codes_out:
+        raise InputError("--codes-out is not available with --server: the server sends audio, not codes.")
     reference = None
     if args.prompt_audio:
         if not (args.prompt_text or "").strip():
@@ -139,9 +143,16 @@ def run(args: argparse.Namespace) -> int:
             log.warning("both --voice and --prompt-audio given: using the audio (as s2.cpp)")
     elif args.voice and args.prompt_text:
         log.warning("--prompt-text is ignored with --voice: the voice's own transcript is used")
-    pipeline = Pipeline(settings, voices=voices)
+    pipeline = remote_engine(args, voices) if args.server else Pipeline(settings, voices=voices)
     ref_codes = None
-    if reference is not None and args.save_voice:
+    if reference is not None and args.save_voice and args.server:
+        # The server's codec encodes it; the voice is saved here and uploaded with each take.
+        profile = pipeline.encode_voice(reference, args.prompt_text)
+        info = voices.save(args.voice, profile.codes, args.prompt_text, name=args.voice, reference_audio=reference,
+                           sample_rate=profile.sample_rate, codebook_size=profile.codebook_size, overwrite=True)
+        print(f"saved voice '{info.id}' ({info.num_frames} frames) in {voices.folder}", file=sys.stderr)
+        reference = None
+    elif reference is not None and args.save_voice:
         # Encode once, save, and synthesize from the saved codes.
         ref_codes = pipeline.encode_reference(reference)
         cfg = pipeline.model.cfg
@@ -183,6 +194,12 @@ def run(args: argparse.Namespace) -> int:
     if args.codes_out:
         save_npy_atomic(args.codes_out, result.codes.astype(np.int32))
     t = result.timings
+    if args.server:
+        # The engine's own timings stay on the server; these are the client's wall clock.
+        print(f"wrote {args.output}: {t.audio_s:.2f} s of audio, {len(result.segments)} segment(s), {t.frames} "
+              f"frames ({result.stop_reason}), seed {result.seed}; {t.total_s:.1f} s total from {args.server}, "
+              f"first audio after {t.first_audio_s:.2f} s", file=sys.stderr)
+        return 0
     log.info("[Metrics] load_ms=%.0f prefill_ms=%.0f frames=%d ms_per_frame=%.1f codec_ms=%.0f "
              "first_audio_ms=%.0f chunk_ms=%.1f rtf=%.3f peak_rss_mb=%.0f", 1000 * t.load_s, 1000 * t.prefill_s,
              t.frames, t.ms_per_frame, 1000 * t.decode_s, 1000 * t.first_audio_s, t.ms_per_chunk,
@@ -192,6 +209,20 @@ def run(args: argparse.Namespace) -> int:
           f"{t.ms_per_frame:.0f} ms/frame, codec {t.decode_s:.2f} s, real-time factor {t.real_time_factor:.2f}",
           file=sys.stderr)
     return 0
+
+
+def remote_engine(args: argparse.Namespace, voices):
+    """The engine on the servers of ``--server`` (voices of the local library are uploaded)."""
+    import os
+
+    from s2studio.remote import RemoteEngine, RemoteSettings
+
+    api_key = args.api_key if args.api_key is not None else os.environ.get("S2STUDIO_API_KEY") or None
+    engine = RemoteEngine(RemoteSettings(args.server, api_key=api_key, wire_format=args.wire_format), voices=voices)
+    for address in engine.addresses:
+        if address.insecure_warning:
+            print(f"warning: {address.insecure_warning}", file=sys.stderr)
+    return engine
 
 
 def peak_rss_mb() -> float:
@@ -212,6 +243,19 @@ def print_voices(voices) -> int:
     for v in infos:
         extra = f"  [{v.problem}]" if v.problem else f"  {v.duration_seconds:.1f} s  {v.transcript[:50]!r}"
         print(f"{v.id:<24} {v.name:<24}{extra}")
+    return 0
+
+
+def print_server_voices(engine) -> int:
+    """The voices in the server's own folder (usable by id with --server; the local library's
+    voices are sent along with each request anyway)."""
+    for address in engine.addresses:
+        voices = engine.list_voices(address)
+        print(f"{address.url}: {len(voices)} voice(s)")
+        for v in voices:
+            if isinstance(v, dict):
+                note = "" if v.get("usable", True) else "  [unusable]"
+                print(f"  {v.get('id', '?'):<24} {v.get('name', '')}{note}")
     return 0
 
 
@@ -238,7 +282,8 @@ def register(subparsers) -> None:
     p.add_argument("--save-voice", action="store_true",
                    help="encode --prompt-audio once and save it as voice --voice for later runs")
     p.add_argument("--voice-dir", default=None, help="voice library folder (default: the app's voice folder)")
-    p.add_argument("--list-voices", action="store_true", help="list the saved voices and exit")
+    p.add_argument("--list-voices", action="store_true",
+                   help="list the saved voices and exit (with --server: the server's voices)")
     p.add_argument("--segment-sentences", action="store_true",
                    help="split long text into sentences, synthesized one after another")
     p.add_argument("--sentence-pause-ms", type=int, default=180, help="silence between sentences (default 180)")
@@ -251,5 +296,15 @@ def register(subparsers) -> None:
                    help="write 16-bit PCM through the streaming decoder as frames are generated")
     p.add_argument("--stream-decode-stride", type=int, default=0,
                    help="frames per decoded chunk (0 = 16, as s2.cpp)")
+    remote = p.add_argument_group("engine on another machine")
+    remote.add_argument("--server", default=None, metavar="URL[,URL...]",
+                        help="synthesize on `s2studio serve` at this address instead of loading a model here "
+                             "(several, comma-separated: the least busy is used, and a server that fails "
+                             "mid-take is replaced for the rest of the take)")
+    remote.add_argument("--api-key", default=None,
+                        help="the server's API key (default: $S2STUDIO_API_KEY)")
+    remote.add_argument("--wire-format", choices=["pcm_f32le", "pcm_s16le", "wav"], default="pcm_f32le",
+                        help="how the audio travels: pcm_f32le, the exact samples (default); pcm_s16le, half the "
+                             "bytes, rounded to 16 bits; wav, s2.cpp's live PCM16 WAV")
     add_log_level(p)
     p.set_defaults(handler=run)

@@ -20,13 +20,21 @@ from s2studio import __version__
 from s2studio.audio import decode_audio_bytes
 from s2studio.errors import S2Error
 from s2studio.engine.pipeline import Pipeline, PostProcess, SynthesisRequest
-from s2studio.engine.voices import check_compatible, read_s2voice
+from s2studio.engine.voices import VoiceFileError, check_compatible, decode_s2voice, read_s2voice
 from s2studio.server.config import ServerConfig
 from s2studio.server.guards import ApiKeyGuard, BodyLimit, BodyTooSlow, BrowserGuard, UploadTooLarge
 from s2studio.server.jobs import JobQueue, QueueFull
 from s2studio.server.openai import parse_speech_body
 from s2studio.server.openapi import openapi_document
-from s2studio.server.params import DEFAULT_LIMITS, BadRequest, GenerateSpec, RequestLimits, parse_generate_form
+from s2studio.server.params import (
+    DEFAULT_LIMITS,
+    REFERENCE_FIELDS,
+    REFERENCE_TEXT_FIELDS,
+    BadRequest,
+    GenerateSpec,
+    RequestLimits,
+    parse_generate_form,
+)
 from s2studio.server.responses import (AudioOutput, PathRedactor, SynthesisResponse, error_message, error_status,
                                        json_error)
 from s2studio.server.voice_select import request_voice_dir, resolve_request_voice
@@ -39,11 +47,13 @@ MAX_FORM_FILES = 4
 
 def output_for(spec: GenerateSpec) -> AudioOutput:
     """s2.cpp's three response shapes (see ``GenerateSpec.live``/``streaming_path``)."""
-    container = "pcm" if spec.output_format == "pcm_s16le" else "wav"
+    container = "pcm" if spec.output_format in ("pcm_s16le", "pcm_f32le") else "wav"
+    raw_float = spec.output_format == "pcm_f32le"  # s2studio's extension: the samples unrounded
     if spec.live:
-        return AudioOutput(container=container, live=True, start_buffer_ms=spec.start_buffer_ms)
+        return AudioOutput(container=container, live=True, start_buffer_ms=spec.start_buffer_ms,
+                           float_samples=raw_float)
     if spec.streaming_path:
-        return AudioOutput(container=container)
+        return AudioOutput(container=container, float_samples=raw_float)
     return AudioOutput(container="wav", float_samples=True)  # one-shot: a float WAV
 
 
@@ -87,12 +97,46 @@ class Server:
                                     max_part_size=self.config.max_upload_bytes) as form:
                 spec = parse_generate_form(form, self.config.generation, self.config.max_new_tokens_limit,
                                            self.limits)
-                reference = None
+                reference = voice_file = None
                 if spec.reference is not None:
                     data = await spec.reference.read()
                     if data:  # an empty upload means "no reference", as in s2.cpp
                         reference = (data, spec.reference.filename or "reference")
-            return await self.submit(spec, output_for(spec), reference, enqueue)
+                if spec.voice_file is not None:
+                    data = await spec.voice_file.read()
+                    if data:
+                        voice_file = (data, spec.voice_file.filename or "voice_file")
+            return await self.submit(spec, output_for(spec), reference, enqueue, voice_file)
+
+    async def encode(self, request: Request):
+        """``POST /encode`` (s2studio's extension): a reference clip and its transcript → a
+        ``.s2voice`` made with this server's codec, so a client without the model can save voices."""
+        from starlette.responses import Response
+
+        from s2studio.engine.voices import VoiceProfile, encode_s2voice
+
+        # Encoding is heavy work too: it holds a queue place (503 when full) until it is done.
+        with self.queue.admission():
+            async with request.form(max_files=MAX_FORM_FILES, max_fields=MAX_FORM_FIELDS,
+                                    max_part_size=self.config.max_upload_bytes) as form:
+                upload = next((form.get(name) for name in REFERENCE_FIELDS if form.get(name) is not None), None)
+                if upload is None or isinstance(upload, str):
+                    raise BadRequest("POST /encode needs the clip as a file upload named 'reference'.")
+                data, name = await upload.read(), upload.filename or "reference"
+                transcript = next((form.get(n) for n in REFERENCE_TEXT_FIELDS if isinstance(form.get(n), str)), "")
+            if not transcript.strip():
+                raise BadRequest("POST /encode needs reference_text, the transcript of the clip.")
+            limit = self.config.max_reference_text_chars
+            if len(transcript) > limit:
+                raise BadRequest(f"reference_text has {len(transcript)} characters; at most {limit} are accepted.",
+                                 status=413)
+            samples = await asyncio.to_thread(decode_audio_bytes, data, name=name)  # checked as a reference
+            # Waits for the model between takes (the pipeline runs one thing at a time).
+            codes = await asyncio.to_thread(self.pipeline.encode_reference, samples)
+        profile = VoiceProfile(codes=codes, transcript=transcript, sample_rate=self.pipeline.codec.sample_rate,
+                               codebook_size=self.pipeline.model.cfg.codebook_size)
+        return Response(encode_s2voice(profile), media_type="application/octet-stream",
+                        headers={"Content-Disposition": 'attachment; filename="voice.s2voice"'})
 
     async def speech(self, request: Request):
         with self.queue.admission() as enqueue:
@@ -132,7 +176,7 @@ class Server:
 
     # ---- the common synthesis path -------------------------------------------------------------
     async def submit(self, spec: GenerateSpec, output: AudioOutput, reference: tuple[bytes, str] | None,
-                     enqueue):
+                     enqueue, voice_file: tuple[bytes, str] | None = None):
         """Prepare the take (decode the reference, read the voice) and queue it through the
         place ``enqueue`` (from ``JobQueue.admission``) holds."""
         if spec.n_threads is not None:
@@ -144,6 +188,8 @@ class Server:
                 raise BadRequest("Reference audio requires reference_text (aliases: ref_text, prompt_text).")
             data, name = reference
             samples = await asyncio.to_thread(decode_audio_bytes, data, name=name)
+        elif voice_file is not None:  # the client's own saved voice, uploaded
+            codes, ref_text = self._uploaded_voice(*voice_file)
         elif spec.voice:
             codes, ref_text = self._voice(spec)
         elif spec.voice_dir:
@@ -155,6 +201,17 @@ class Server:
             postprocess=postprocess_for(spec, output), stream_stride=spec.stream_stride))
         ticket = enqueue(job)
         return SynthesisResponse(self.queue, ticket, output, self.pipeline.codec.sample_rate, self.redact)
+
+    def _uploaded_voice(self, data: bytes, name: str):
+        """The codes and transcript of an uploaded .s2voice (its transcript wins, as a voice's does)."""
+        try:
+            profile = decode_s2voice(data, path=f"uploaded voice_file {name!r}")
+        except VoiceFileError as exc:  # the client's file, so the client's mistake (400)
+            raise BadRequest(str(exc)) from None
+        cfg = self.pipeline.model.cfg
+        check_compatible(profile, num_codebooks=cfg.num_codebooks, codebook_size=cfg.codebook_size,
+                         sample_rate=self.pipeline.codec.sample_rate, path=f"uploaded voice_file {name!r}")
+        return profile.codes, profile.transcript
 
     def _voice(self, spec: GenerateSpec):
         """The stored codes and transcript of the voice a request names (its transcript replaces
@@ -231,6 +288,7 @@ def create_app(pipeline: Pipeline, config: ServerConfig) -> Starlette:
     routes = [
         Route("/generate", server.generate, methods=["POST"]),
         Route("/v1/audio/speech", server.speech, methods=["POST"]),
+        Route("/encode", server.encode, methods=["POST"]),
         Route("/health", server.health, methods=["GET"]),
         Route("/openapi.json", server.openapi, methods=["GET"]),
         Route("/voices", server.voices, methods=["GET"]),

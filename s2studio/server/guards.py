@@ -34,7 +34,8 @@ OPEN_PATHS = frozenset({"/health", "/openapi.json"})  # probes and docs reveal n
 # in the Host header).
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 # The only body type each POST route accepts (others: 415).
-BODY_TYPES = {"/generate": "multipart/form-data", "/v1/audio/speech": "application/json"}
+BODY_TYPES = {"/generate": "multipart/form-data", "/encode": "multipart/form-data",
+              "/v1/audio/speech": "application/json"}
 CORS_ALLOW_METHODS = "GET, POST"
 CORS_ALLOW_HEADERS = "Authorization, Content-Type"
 CORS_EXPOSE_HEADERS = "Content-Disposition, Retry-After, X-Audio-Sample-Rate, X-Audio-Channels, X-Audio-Encoding"

@@ -51,7 +51,9 @@ def _params_schema(limits: RequestLimits) -> dict:
             "stream": flag("Use the streaming path: PCM16 output without post-processing."),
             "chunked": flag("With stream: send audio as it is decoded (provisional WAV header)."),
             "realtime": flag("Alias of chunked."),
-            "output_format": {"type": "string", "enum": ["wav", "pcm_s16le", "pcm", "pcm16", "s16le"]},
+            "output_format": {"type": "string", "enum": ["wav", "pcm_s16le", "pcm", "pcm16", "s16le", "pcm_f32le",
+                                                         "f32le"],
+                              "description": "pcm_f32le/f32le (this server's extension): raw float32 PCM."},
             "stream_decode_stride_frames": num("Frames per streamed chunk (0: 4).", kind="integer"),
             "stream_decode_stride": num("Alias of stream_decode_stride_frames.", kind="integer"),
             "stream_start_buffer_ms": num("Audio to queue before the first byte of a live stream "
@@ -89,6 +91,8 @@ def openapi_document(config: ServerConfig, limits: RequestLimits = DEFAULT_LIMIT
     form.update({name: {**text, "description": "Voice id, or a .s2voice path inside the voice folder."}
                  for name in VOICE_FIELDS})
     form["voice_dir"] = {**text, "description": "A folder inside the server's voice folder."}
+    form["voice_file"] = {**binary, "description": "A .s2voice profile uploaded with the request (this server's "
+                                                   "extension; wins over voice, loses to reference audio)."}
     form["params"] = {**text, "contentMediaType": "application/json",
                       "contentSchema": {"$ref": "#/components/schemas/GenerateParams"}}
     busy = {"description": f"The queue is full ({config.queue_depth} waiting).",
@@ -129,6 +133,16 @@ def openapi_document(config: ServerConfig, limits: RequestLimits = DEFAULT_LIMIT
                                    "response_format": {"type": "string", "enum": ["wav", "pcm"]},
                                    "speed": {"type": "number", "const": 1.0}}}}}},
                 "responses": {"200": _audio_ok("PCM16 WAV, or raw PCM16 streamed as decoded."), **common},
+            }},
+            "/encode": {"post": {
+                "summary": "Encode a reference clip into a .s2voice (this server's extension)",
+                "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+                    "type": "object", "required": ["reference", "reference_text"],
+                    "properties": {"reference": {**binary, "description": "The clip (WAV, FLAC, OGG, MP3)."},
+                                   "reference_text": {**text, "description": "What is said in it."}}}}}},
+                "responses": {"200": {"description": "The .s2voice file.",
+                                      "content": {"application/octet-stream": {"schema": binary}}},
+                              **common},
             }},
             "/health": {"get": {"summary": "Model, device and queue state", "security": [],
                                 "responses": {"200": {"description": "Server state."}}}},

@@ -28,7 +28,8 @@ TEXT_FIELD = "text"
 REFERENCE_FIELDS = ("reference", "reference_audio", "prompt_audio", "ref_audio")
 REFERENCE_TEXT_FIELDS = ("reference_text", "ref_text", "prompt_text")
 VOICE_FIELDS = ("voice", "voice_id", "voice_profile")
-OUTPUT_FORMATS = ("wav", "pcm_s16le")
+OUTPUT_FORMATS = ("wav", "pcm_s16le", "pcm_f32le")
+VOICE_FILE_FIELD = "voice_file"  # an uploaded .s2voice (an s2studio extension: the client's own voice)
 DEFAULT_STREAM_STRIDE = 4  # frames per chunk, s2.cpp's server default (≈186 ms)
 DEFAULT_SENTENCE_PAUSE_MS = 180
 PCM_START_BUFFER_MS = 3000  # s2.cpp's start buffer for chunked PCM without low_latency
@@ -95,6 +96,7 @@ class GenerateSpec:
     text: str
     generation: GenerationParams
     reference: Any = None  # the uploaded file (read later, asynchronously)
+    voice_file: Any = None  # an uploaded .s2voice (read later)
     reference_text: str = ""
     voice: str = ""
     voice_dir: str = ""
@@ -189,8 +191,15 @@ def as_str(key: str, value: Any) -> str:
 
 
 def parse_output_format(value: str) -> str:
-    """s2.cpp: pcm, pcm16, pcm_s16le, s16le (any case) mean raw PCM; anything else is WAV."""
-    return "pcm_s16le" if value.lower() in ("pcm", "pcm16", "pcm_s16le", "s16le") else "wav"
+    """s2.cpp: pcm, pcm16, pcm_s16le, s16le (any case) mean raw PCM; anything else is WAV.
+    s2studio adds pcm_f32le (also f32le): raw 32-bit float PCM, the engine's samples exactly,
+    which the remote engine asks for so a take fetched remotely equals the same take made
+    locally. s2.cpp answers it with a PCM16 WAV (its "anything else"); clients tell the two
+    apart by ``X-Audio-Encoding``/``Content-Type``."""
+    value = value.lower()
+    if value in ("pcm_f32le", "f32le"):
+        return "pcm_f32le"
+    return "pcm_s16le" if value in ("pcm", "pcm16", "pcm_s16le", "s16le") else "wav"
 
 
 def decode_params(text: str) -> dict:
@@ -238,7 +247,12 @@ def parse_generate_form(form, defaults: GenerationParams, max_new_tokens_limit: 
         if reference:  # s2.cpp only looks at files; a non-empty text value is a client mistake
             raise BadRequest("The field 'reference' must be a file upload (curl: --form \"reference=@file.wav\").")
         reference = None
-    spec = GenerateSpec(text=text, generation=defaults, reference=reference,
+    voice_file = _first(form, (VOICE_FILE_FIELD,))
+    if isinstance(voice_file, str):
+        if voice_file:
+            raise BadRequest("The field 'voice_file' must be a file upload of a .s2voice profile.")
+        voice_file = None
+    spec = GenerateSpec(text=text, generation=defaults, reference=reference, voice_file=voice_file,
                         reference_text=_form_text(form, REFERENCE_TEXT_FIELDS),
                         voice=_form_text(form, VOICE_FIELDS), voice_dir=_form_text(form, ("voice_dir",)))
     check_text_lengths(spec, limits)  # before the params: the cheapest refusal first

@@ -68,11 +68,15 @@ def pcm16_bytes(samples: np.ndarray) -> bytes:
     return float_to_pcm16(samples).astype("<i2", copy=False).tobytes()
 
 
+def f32_bytes(samples: np.ndarray) -> bytes:
+    return np.asarray(samples, dtype="<f4").tobytes()
+
+
 @dataclass(frozen=True)
 class AudioOutput:
-    """What the client gets: ``container`` wav|pcm, ``float`` samples (the one-shot WAV) or
-    PCM16, ``live`` (sent as decoded) or buffered, and for live streams how much audio to
-    hold back before the first byte (s2.cpp's ``stream_start_buffer_ms``)."""
+    """What the client gets: ``container`` wav|pcm, ``float`` samples (the one-shot WAV, or
+    raw ``pcm_f32le``) or PCM16, ``live`` (sent as decoded) or buffered, and for live streams
+    how much audio to hold back before the first byte (s2.cpp's ``stream_start_buffer_ms``)."""
 
     container: str = "wav"
     float_samples: bool = False
@@ -83,12 +87,27 @@ class AudioOutput:
         name = "generated_audio.pcm" if self.container == "pcm" else "generated_audio.wav"
         headers = {"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "no-store"}
         if self.container == "pcm" or self.live:
-            # Live and raw responses are always PCM16 (s2.cpp's streaming format).
+            # Live and raw responses are PCM16 (s2.cpp's streaming format), or float32 when
+            # the client asked for s2studio's pcm_f32le.
             headers.update({"X-Audio-Sample-Rate": str(sample_rate), "X-Audio-Channels": "1",
-                            "X-Audio-Encoding": "pcm_s16le"})
+                            "X-Audio-Encoding": "pcm_f32le" if self.raw_float else "pcm_s16le"})
         return headers
 
+    @property
+    def raw_float(self) -> bool:
+        return self.container == "pcm" and self.float_samples
+
+    @property
+    def bytes_per_sample(self) -> int:
+        return 4 if self.raw_float else 2
+
+    def encode(self, samples: np.ndarray) -> bytes:
+        """Samples as this output's raw PCM bytes."""
+        return f32_bytes(samples) if self.raw_float else pcm16_bytes(samples)
+
     def media_type(self, sample_rate: int) -> str:
+        if self.raw_float:
+            return "application/octet-stream"  # no registered type for raw float PCM
         return f"audio/L16; rate={sample_rate}; channels=1" if self.container == "pcm" else "audio/wav"
 
 
@@ -158,7 +177,7 @@ class SynthesisResponse:
             return
         # The take's audio, not the chunks: it carries the requested post-processing.
         if self.output.container == "pcm":
-            body = pcm16_bytes(result.audio)
+            body = self.output.encode(result.audio)
         else:
             subtype = "FLOAT" if self.output.float_samples else "PCM_16"
             body = await asyncio.to_thread(wav_bytes, result.audio, result.sample_rate, subtype=subtype)
@@ -172,11 +191,11 @@ class SynthesisResponse:
                     "headers": _raw_headers({**out.headers(self.sample_rate),
                                              "Content-Type": out.media_type(self.sample_rate)})})
         pending = [pcm16_wav_header(self.sample_rate, data_bytes=None)] if out.container == "wav" else []
-        hold = out.start_buffer_ms * self.sample_rate * 2 // 1000  # bytes of PCM16 to queue first
+        hold = out.start_buffer_ms * self.sample_rate * out.bytes_per_sample // 1000  # bytes to queue first
         started = hold == 0
         event = first
         while isinstance(event, Chunk):
-            pending.append(pcm16_bytes(event.chunk.samples))
+            pending.append(out.encode(event.chunk.samples))
             if not started and sum(map(len, pending)) >= hold:
                 started = True
             if started:

@@ -78,3 +78,67 @@ def test_health_and_openapi(server, api):
     assert {"text", "reference", "ref_audio", "prompt_text", "voice", "voice_dir", "params"} <= set(props)
     voices = api.request(server, "GET", "/voices").json()["voices"]
     assert "hope" in [v["id"] for v in voices]
+
+
+def test_pcm_f32le_sends_the_engines_float_samples(server, api, pipeline):
+    """s2studio's extension for its remote engine: raw float32, no PCM16 rounding."""
+    import numpy as np
+
+    from s2studio.engine.params import GenerationParams
+    from s2studio.engine.pipeline import SynthesisRequest
+
+    params = {**SMALL, "temperature": 0, "stream": True, "chunked": True, "output_format": "pcm_f32le"}
+    reply = api.generate(server, {"text": "Hello."}, params=params)
+    assert reply.status == 200, reply.body
+    assert reply.headers["x-audio-encoding"] == "pcm_f32le" and reply.headers["x-audio-sample-rate"] == "44100"
+    samples = np.frombuffer(reply.body, dtype="<f4")
+    local = pipeline.synthesize(SynthesisRequest(text="Hello.", generation=GenerationParams(
+        max_new_tokens=3, min_tokens_before_end=3, seed=1, temperature=0.0))).run_to_end()
+    np.testing.assert_array_equal(samples, local.audio)
+
+
+def test_uploaded_voice_file(server, api, voice_dir):
+    """An .s2voice uploaded with the request (the client's own voice); a broken one is a 400."""
+    data = (voice_dir / "hope.s2voice").read_bytes()
+    reply = api.generate(server, {"text": "Hello."}, files={"voice_file": ("mine.s2voice", data)}, params=SMALL)
+    assert reply.status == 200, reply.body
+    reply = api.generate(server, {"text": "Hello."}, files={"voice_file": ("mine.s2voice", data[:60])}, params=SMALL)
+    assert reply.status == 400
+    assert "uploaded voice_file 'mine.s2voice'" in reply.json()["error"] and "truncated" in reply.json()["error"]
+    reply = api.generate(server, {"text": "Hello.", "voice_file": "hope"}, params=SMALL)
+    assert reply.status == 400 and "voice_file" in reply.json()["error"]
+
+
+def test_encode_returns_the_voice_of_a_clip(server, api, pipeline):
+    """POST /encode (for clients without the model): the .s2voice of the clip, the local codes."""
+    import numpy as np
+
+    from s2studio.audio import read_audio
+    from s2studio.engine.voices import decode_s2voice
+
+    clip = api.reference.read_bytes()
+    body, ctype = api.multipart({"reference_text": "A short sample."}, {"reference": ("r.wav", clip)})
+    reply = api.request(server, "POST", "/encode", body, {"Content-Type": ctype})
+    assert reply.status == 200, reply.body
+    profile = decode_s2voice(reply.body)
+    assert profile.transcript == "A short sample."
+    np.testing.assert_array_equal(profile.codes, pipeline.encode_reference(read_audio(api.reference)))
+    body, ctype = api.multipart({}, {"reference": ("r.wav", clip)})
+    reply = api.request(server, "POST", "/encode", body, {"Content-Type": ctype})
+    assert reply.status == 400 and "reference_text" in reply.json()["error"]
+    body, ctype = api.multipart({"reference_text": "x"}, {"reference": ("r.wav", b"not audio")})
+    reply = api.request(server, "POST", "/encode", body, {"Content-Type": ctype})
+    assert reply.status == 400 and "r.wav" in reply.json()["error"]
+
+
+def test_encode_is_guarded_like_generate(server, api):
+    """/encode decodes audio and runs the codec: the same browser and size rules as /generate."""
+    clip = api.reference.read_bytes()
+    reply = api.request(server, "POST", "/encode", b"reference_text=x", {"Content-Type": "text/plain"})
+    assert reply.status == 415 and "multipart/form-data" in reply.json()["error"]
+    body, ctype = api.multipart({"reference_text": "x" * 5000}, {"reference": ("r.wav", clip)})
+    reply = api.request(server, "POST", "/encode", body, {"Content-Type": ctype})
+    assert reply.status == 413 and "reference_text" in reply.json()["error"]
+    body, ctype = api.multipart({"reference_text": "x"}, {"reference": ("r.wav", clip)})
+    reply = api.request(server, "POST", "/encode", body, {"Content-Type": ctype, "Origin": "https://evil.example"})
+    assert reply.status == 403

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+import threading
+
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -41,9 +43,41 @@ def _path_row(edit: QLineEdit, on_browse) -> QWidget:
     return w
 
 
+class ServerProbe(QObject):
+    """Asks a server for its ``/health`` (and whether the key opens ``/voices``) off the UI
+    thread; ``answered(text, ok)`` arrives on the UI thread."""
+
+    answered = Signal(str, bool)
+
+    def probe(self, url: str, api_key: str) -> None:
+        threading.Thread(target=self._run, args=(url, api_key), name="s2studio-server-probe", daemon=True).start()
+
+    def _run(self, urls: str, api_key: str) -> None:
+        from s2studio.app.server_engine import describe_health
+        from s2studio.errors import S2Error
+        from s2studio.remote import RemoteEngine, RemoteSettings
+
+        lines, ok = [], True
+        engine = RemoteEngine(RemoteSettings(urls, api_key=api_key or None, connect_timeout_s=5))
+        for address in engine.addresses:
+            try:
+                line = describe_health(address.url, engine.health(address))
+                engine.list_voices(address)  # the one question /health cannot answer: does the key work?
+                lines.append(line)
+            except S2Error as exc:
+                lines.append(f"Not connected: {exc}")
+                ok = False
+        try:
+            self.answered.emit("\n".join(lines), ok)
+        except RuntimeError:  # the dialog was closed before the server answered
+            pass
+
+
 class SettingsDialog(QDialog):
     def __init__(self, settings: AppSettings, *, engine_devices: list[tuple[str, str]] | None = None,
-                 codec_verdict: str = "", parent=None):
+                 codec_verdict: str = "", parent=None, api_keys=None):
+        """``api_keys``: the app's ``ApiKeyStore``; the server's key is read from it and stored
+        in it on OK (never in the settings file)."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.resize(560, 460)
@@ -183,6 +217,9 @@ class SettingsDialog(QDialog):
             form.addRow(note)
         tabs.addTab(audio, "Audio")
 
+        tabs.addTab(self._build_engine_tab(s, api_keys), "Engine")
+        self.tabs = tabs
+
         layout = QVBoxLayout(self)
         layout.addWidget(tabs)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
@@ -190,6 +227,97 @@ class SettingsDialog(QDialog):
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
         self._update_layers_label()
+
+    # ---- engine: this computer or a server --------------------------------------------------------
+    def _build_engine_tab(self, s: AppSettings, api_keys) -> QWidget:
+        self._api_keys = api_keys
+        page = QWidget()
+        form = QFormLayout(page)
+        self.engine_kind = QComboBox()
+        self.engine_kind.addItem("This computer", "local")
+        self.engine_kind.addItem("A server (s2studio serve on another machine)", "server")
+        self.engine_kind.setCurrentIndex(max(0, self.engine_kind.findData(s.engine)))
+        form.addRow("Run the model on:", self.engine_kind)
+        self.server_url = QLineEdit(s.server_url)
+        self.server_url.setPlaceholderText("http://gpu-box:3030  (several: comma-separated)")
+        self.server_url.setToolTip("With several servers each sentence goes to the least busy one, and a server "
+                                   "that fails mid-take is replaced by another.")
+        form.addRow("Server address:", self.server_url)
+        self.server_key = QLineEdit(api_keys.get(s.server_url) if api_keys is not None else "")
+        self.server_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.server_key.setPlaceholderText("only if the server was started with --api-key")
+        form.addRow("API key:", self.server_key)
+        key_note = QLabel(api_keys.note if api_keys is not None else "")
+        key_note.setWordWrap(True)
+        form.addRow("", key_note)
+        self.connect_button = QPushButton("Connect")
+        self.connect_button.clicked.connect(self.probe_server)
+        form.addRow("", self.connect_button)
+        self.server_status = QLabel("")
+        self.server_status.setWordWrap(True)
+        self.server_status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        form.addRow("", self.server_status)
+        self.server_warning = QLabel("")
+        self.server_warning.setWordWrap(True)
+        form.addRow("", self.server_warning)
+        self._probe = ServerProbe(self)
+        self._probe.answered.connect(self._on_probe_answer)
+        self.engine_kind.currentIndexChanged.connect(self._update_engine_fields)
+        self.server_url.textChanged.connect(self._update_engine_fields)
+        self._update_engine_fields()
+        return page
+
+    def _server_addresses(self) -> str | None:
+        """The address list in one spelling (``http://host:port``, comma-separated), or None
+        with the problem shown."""
+        from s2studio.errors import InputError
+        from s2studio.remote import parse_server_list
+
+        try:
+            return ",".join(a.url for a in parse_server_list(self.server_url.text()))
+        except InputError as exc:
+            self.server_status.setText(str(exc))
+            return None
+
+    def _update_engine_fields(self, *_):
+        remote = self.engine_kind.currentData() == "server"
+        for widget in (self.server_url, self.server_key, self.connect_button):
+            widget.setEnabled(remote)
+        warning = ""
+        if remote and self.server_url.text().strip():
+            from s2studio.errors import InputError
+            from s2studio.remote import parse_server_list
+
+            try:
+                warning = "\n".join(a.insecure_warning for a in parse_server_list(self.server_url.text())
+                                    if a.insecure_warning)
+            except InputError:
+                warning = ""
+        self.server_warning.setText(warning)
+
+    def probe_server(self) -> None:
+        urls = self._server_addresses()
+        if urls is None:
+            return
+        self.connect_button.setEnabled(False)
+        self.server_status.setText(f"Connecting to {urls.replace(',', ', ')}…")
+        self._probe.probe(urls, self.server_key.text().strip())
+
+    def _on_probe_answer(self, text: str, ok: bool) -> None:
+        self.connect_button.setEnabled(self.engine_kind.currentData() == "server")
+        self.server_status.setText(text)
+
+    def accept(self) -> None:
+        if self.engine_kind.currentData() == "server":
+            urls = self._server_addresses()
+            if urls is None:
+                self.tabs.setCurrentIndex(self.tabs.count() - 1)
+                return
+            if self._api_keys is not None:
+                problem = self._api_keys.set(urls, self.server_key.text())
+                if problem:
+                    self.server_status.setText(problem)
+        super().accept()
 
     def _update_layers_label(self, *_):
         self.gpu_layers.setEnabled(not self.gpu_layers_all.isChecked())
@@ -230,4 +358,15 @@ class SettingsDialog(QDialog):
         s.dynamic_normalize = self.dynamic_normalize.isChecked()
         s.input_device = self.input_device.currentData()
         s.output_device = self.output_device.currentData()
+        s.engine = self.engine_kind.currentData()
+        url = self.server_url.text().strip()
+        if url:
+            from s2studio.errors import InputError
+            from s2studio.remote import parse_server_list
+
+            try:
+                url = ",".join(a.url for a in parse_server_list(url))  # one spelling, so the key is found again
+            except InputError:
+                pass  # kept as typed; OK refuses it while "A server" is chosen
+        s.server_url = url
         return s

@@ -1,0 +1,491 @@
+"""``RemoteEngine``: the Pipeline's synthesis interface, with the model on another machine.
+
+``synthesize(request)`` returns a ``SynthesisJob`` exactly like the local pipeline's: iterate
+it for ``AudioChunk``s as the server decodes them, then ``job.result`` holds the take;
+``job.cancel()`` (any thread) closes the connection, and the server cancels the job at its
+next frame.
+
+How a take is fetched, and why:
+
+* The text is split into segments **here**, with the engine's own splitter and per-segment
+  seeds, and each segment is one ``POST /generate`` (not segmented on the server). So the
+  client knows where every sentence starts and ends, pauses and post-processing are applied
+  here exactly as the local pipeline does, and with several servers a server that fails
+  mid-take costs only the sentence it was speaking, which is retried on another server.
+* Audio is asked for as live ``pcm_f32le`` (this project's server extension): the engine's
+  float samples unrounded, so a seeded take fetched remotely has the same samples as the same
+  take made locally on the same kind of device. A server that answers with PCM16 instead
+  (s2.cpp, which knows no ``pcm_f32le``) is read as PCM16 (quantised to 1/32768).
+* A voice id is looked up in the local voice library first and its ``.s2voice`` uploaded
+  (``voice_file``, also this server's extension), so the laptop's saved voices work on any
+  s2studio server; an id the local library does not have is sent as the server's own voice.
+
+What a remote result lacks: codes (the server does not send them; ``codes`` is an empty
+array) and the engine's internal timings (only wall-clock ones measured here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import logging
+import random
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from s2studio.audio import CODEC_SAMPLE_RATE, SAMPLES_PER_CODE_FRAME, wav_bytes
+from s2studio.engine.pipeline import (
+    AudioChunk,
+    SegmentResult,
+    SynthesisJob,
+    SynthesisRequest,
+    SynthesisResult,
+    Timings,
+)
+from s2studio.errors import GenerationError, InputError
+from s2studio.remote.connection import (
+    RETRYABLE,
+    Connection,
+    RemoteError,
+    ServerAddress,
+    ServerDropped,
+    multipart_body,
+    parse_server_list,
+)
+
+log = logging.getLogger(__name__)
+
+WAV_HEADER_BYTES = 44  # the live WAV header s2.cpp sends when it does not know pcm_*
+WIRE_FORMATS = ("pcm_f32le", "pcm_s16le", "wav")
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    """Where the engine runs. ``servers``: one or more ``http(s)://HOST:PORT`` (a string with
+    commas is split). ``read_timeout_s`` bounds the silence while waiting for the next bytes,
+    which includes waiting in a busy server's queue before the first chunk (1..3600 s)."""
+
+    servers: tuple[str, ...] | str
+    api_key: str | None = field(default=None, repr=False)  # a password: kept out of logs and reprs
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 300.0
+    # What the audio travels as: pcm_f32le (exact, 176 kB/s), pcm_s16le (half that, rounded to
+    # 1/32768 as every PCM16 output is) or wav (PCM16 in a live WAV, s2.cpp's own stream format).
+    wire_format: str = "pcm_f32le"
+
+    def addresses(self) -> tuple[ServerAddress, ...]:
+        text = self.servers if isinstance(self.servers, str) else ",".join(self.servers)
+        return parse_server_list(text)
+
+    def validated(self) -> "RemoteSettings":
+        self.addresses()
+        for name, value in (("connect_timeout_s", self.connect_timeout_s), ("read_timeout_s", self.read_timeout_s)):
+            if not 1 <= value <= 3600:
+                raise InputError(f"{name} must be between 1 and 3600 seconds, not {value}.")
+        if self.wire_format not in WIRE_FORMATS:
+            raise InputError(f"wire_format must be one of {', '.join(WIRE_FORMATS)}, not {self.wire_format!r}.")
+        return self
+
+
+class RemoteJob(SynthesisJob):
+    """A job whose cancel also closes the connection in flight (a blocked read returns at once)."""
+
+    def __init__(self, run):
+        self._conn_lock = threading.Lock()
+        self._connection: Connection | None = None
+        super().__init__(run)
+
+    def attach(self, connection: Connection | None) -> None:
+        with self._conn_lock:
+            self._connection = connection
+        if connection is not None and self.cancel_event.is_set():
+            connection.abort()
+
+    def cancel(self) -> None:
+        super().cancel()
+        with self._conn_lock:
+            connection = self._connection
+        if connection is not None:
+            connection.abort()
+
+
+class RemoteEngine:
+    """The synthesis side of ``Pipeline`` (``synthesize``, ``segments_of``, ``sample_rate``,
+    ``voices``) against one or more servers."""
+
+    def __init__(self, settings: RemoteSettings, voices=None):
+        """``voices``: the local ``VoiceLibrary`` whose voices are uploaded by id (None: ids
+        are always the server's)."""
+        self._settings = settings.validated()
+        self._addresses = settings.addresses()
+        self._voices = voices
+        self._sample_rate: int | None = None
+
+    @property
+    def settings(self) -> RemoteSettings:
+        return self._settings
+
+    @property
+    def addresses(self) -> tuple[ServerAddress, ...]:
+        return self._addresses
+
+    @property
+    def voices(self):
+        return self._voices
+
+    def _connection(self, address: ServerAddress, read_timeout_s: float | None = None) -> Connection:
+        s = self._settings
+        return Connection(address, s.api_key, s.connect_timeout_s, read_timeout_s or s.read_timeout_s)
+
+    def health(self, address: ServerAddress | None = None) -> dict:
+        """The server's ``/health`` (model, device, queue...); ``RemoteError`` if it cannot say."""
+        return self._connection(address or self._addresses[0], read_timeout_s=10.0).get_json("/health")
+
+    def list_voices(self, address: ServerAddress | None = None) -> list[dict]:
+        data = self._connection(address or self._addresses[0], read_timeout_s=30.0).get_json("/voices")
+        voices = data.get("voices")
+        return voices if isinstance(voices, list) else []
+
+    def encode_voice(self, samples: np.ndarray, transcript: str):
+        """A reference clip → a ``VoiceProfile`` made with the server's codec (``POST /encode``),
+        ready to save in the local voice library."""
+        from s2studio.engine.voices import decode_s2voice
+
+        if not (transcript or "").strip():
+            raise InputError("A voice needs the transcript of what is said in the clip.")
+        body, content_type = multipart_body({"reference_text": transcript}, {"reference": (
+            "reference.wav", wav_bytes(np.asarray(samples, np.float32), CODEC_SAMPLE_RATE, subtype="FLOAT"))})
+        address = self.pick_server(set())
+        connection = self._connection(address)
+        try:
+            data = connection.request("POST", "/encode", body, {"Content-Type": content_type}).read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise ServerDropped(address.url, f"The server at {address.url} stopped answering while encoding the "
+                                             f"voice ({exc}).") from None
+        finally:
+            connection.close()
+        return decode_s2voice(data, path=f"the voice encoded by {address.url}")
+
+    @property
+    def sample_rate(self) -> int:
+        """The servers' output rate (from ``/health``; the codec's 44.1 kHz if it does not say)."""
+        if self._sample_rate is None:
+            try:
+                rate = self.health().get("sample_rate")
+            except RemoteError:
+                rate = None
+            self._sample_rate = rate if isinstance(rate, int) and rate > 0 else CODEC_SAMPLE_RATE
+        return self._sample_rate
+
+    def segments_of(self, request: SynthesisRequest) -> list:
+        from s2studio.engine.text.segmentation import Segment, split_text
+
+        seg = request.segmentation
+        if not seg.enabled:
+            return [Segment(0, request.text, None, 0, request.generation.seed)]
+        return split_text(request.text, max_chars=seg.max_chars, mode=seg.mode, pause_ms=seg.pause_ms,
+                          seed=request.generation.seed)
+
+    # ---- synthesis ------------------------------------------------------------------------
+    def synthesize(self, request: SynthesisRequest) -> SynthesisJob:
+        if not isinstance(request.text, str) or not request.text.strip():
+            raise InputError("There is no text to speak: the text is empty or only whitespace.")
+        if request.stream_stride < 1:
+            raise InputError("stream_stride must be at least 1 frame")
+        has_ref = request.reference_audio is not None or request.reference_codes is not None
+        if request.voice is not None and has_ref:
+            raise InputError("Give either a saved voice or reference audio, not both.")
+        if has_ref and not (request.reference_text or "").strip():
+            raise InputError("A reference voice needs the transcript of what is said in it.")
+        if request.reference_codes is not None:
+            raise InputError("A server cannot take reference codes directly; send the reference audio or a saved "
+                             "voice instead.")
+        request.generation.validated()
+        reference = self._reference_parts(request)  # a bad voice id fails before any request
+        return RemoteJob(lambda job: self._run(request, reference, job))
+
+    def _reference_parts(self, request: SynthesisRequest) -> tuple[dict[str, str], dict[str, tuple[str, bytes]]]:
+        """The form fields and files that carry the request's voice (sent with every segment)."""
+        if request.reference_audio is not None:
+            audio = np.asarray(request.reference_audio, dtype=np.float32)
+            # Float WAV: the server encodes exactly the samples the local pipeline would.
+            return ({"reference_text": request.reference_text},
+                    {"reference": ("reference.wav", wav_bytes(audio, CODEC_SAMPLE_RATE, subtype="FLOAT"))})
+        if request.voice is not None:
+            if self._is_local_voice(request.voice):
+                path = self._voices.path_for(request.voice)
+                with open(path, "rb") as f:
+                    # The id too: a server that knows no voice_file (s2.cpp) uses its own voice of
+                    # that id (or says it has none) instead of silently speaking in the default voice.
+                    return {"voice": request.voice}, {"voice_file": (path.name, f.read())}
+            return {"voice": request.voice}, {}
+        return {}, {}
+
+    def _is_local_voice(self, voice: str) -> bool:
+        """Whether the local library has this id. Anything it cannot even hold (s2.cpp's path
+        spellings such as ``voices/hope.s2voice``) is for the server to resolve."""
+        if self._voices is None:
+            return False
+        try:
+            return self._voices.exists(voice)
+        except InputError:
+            return False
+
+    def _run(self, request: SynthesisRequest, reference, job: RemoteJob) -> Iterator[AudioChunk]:
+        from s2studio.audio import apply_postprocess, trim_trailing_silence
+        from s2studio.engine.text.segmentation import derive_segment_seed
+
+        timings = Timings()
+        t_start = time.perf_counter()
+        segments = self.segments_of(request)
+        if not segments:
+            raise InputError("There is no text to speak: the text is empty or only whitespace.")
+        wanted = set(range(len(segments))) if request.only_segments is None else set(request.only_segments)
+        if not wanted <= set(range(len(segments))):
+            raise InputError(f"The text has {len(segments)} segments; cannot regenerate {sorted(wanted)}.")
+        base_seed = request.generation.seed
+        if base_seed is None:  # drawn here so the result can report it, as the local pipeline does
+            base_seed = random.SystemRandom().randrange(2**63)
+        take: list[np.ndarray] = []
+        results: list[SegmentResult] = []
+        stop_reason = ""
+        sample_rate = CODEC_SAMPLE_RATE
+        n_seg = len(segments)
+        for seg in segments:
+            if seg.index not in wanted:
+                continue
+            if job.cancel_event.is_set():
+                stop_reason = "cancelled"
+                break
+            seed = base_seed if not request.segmentation.enabled else derive_segment_seed(base_seed, seg.index)
+            fetch = SegmentFetch(self, request, reference, seg.text, seed, job, take_seconds=lambda: sum(
+                len(a) for a in take) / sample_rate)
+            pieces: list[np.ndarray] = []
+            for chunk in fetch.chunks(seg.index, n_seg):
+                sample_rate = chunk.sample_rate
+                pieces.append(chunk.samples)
+                if not timings.first_audio_s:
+                    timings.first_audio_s = time.perf_counter() - t_start
+                yield chunk
+            frames = fetch.frames
+            timings.frames += frames
+            if job.cancel_event.is_set():
+                stop_reason = "cancelled"
+            else:
+                stop_reason = "max_tokens" if frames >= request.generation.max_new_tokens else "end"
+            audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+            if request.postprocess.trim_silence and n_seg > 1 and len(audio):
+                audio = trim_trailing_silence(audio, sample_rate)  # per segment, as the local pipeline
+            start = sum(len(a) for a in take)
+            take.append(audio)
+            results.append(SegmentResult(seg.index, seg.text, seed, np.zeros((0, 0), np.int32), stop_reason,
+                                         start, start + len(audio)))
+            if stop_reason == "cancelled":
+                break
+            pause = int(round(seg.pause_after_ms * sample_rate / 1000)) if seg.index < n_seg - 1 else 0
+            if pause and request.only_segments is None:
+                silence = np.zeros(pause, np.float32)
+                take.append(silence)
+                yield AudioChunk(silence, sample_rate, seg.index, n_seg, frames, 0)
+        if not any(r.end_sample > r.start_sample for r in results) and stop_reason != "cancelled":
+            raise GenerationError("The model ended the utterance before producing any audio. "
+                                  "Try other text, a higher temperature or another seed.")
+        audio = np.concatenate(take) if take else np.zeros(0, dtype=np.float32)
+        pp = request.postprocess
+        if len(audio) and (pp.trim_silence or pp.normalize or pp.dynamic_normalize):
+            audio = apply_postprocess(audio, sample_rate, **dataclasses.asdict(pp))
+        timings.audio_s = len(audio) / sample_rate
+        timings.total_s = time.perf_counter() - t_start
+        job.result = SynthesisResult(audio.astype(np.float32, copy=False), sample_rate, np.zeros((0, 0), np.int32),
+                                     base_seed, stop_reason, results, timings)
+        log.info("fetched %.2f s of audio (%d segment(s)) in %.2f s, seed %d, %s", timings.audio_s, len(results),
+                 timings.total_s, base_seed, stop_reason)
+
+    # ---- choosing a server ----------------------------------------------------------------
+    def pick_server(self, exclude: set[ServerAddress]) -> ServerAddress | None:
+        """The least busy server not excluded (by ``/health``'s queue; ties: the order given).
+        With one server there is nothing to choose, so no ``/health`` round trip."""
+        candidates = [a for a in self._addresses if a not in exclude]
+        if len(candidates) <= 1:
+            return candidates[0] if candidates else None
+        best, best_load = None, None
+        for address in candidates:
+            try:
+                queue = self.health(address).get("queue") or {}
+                load = int(queue.get("running", 0)) + int(queue.get("waiting", 0))
+            except (RemoteError, TypeError, ValueError) as exc:
+                log.info("skipping %s for now: %s", address.url, exc)
+                continue
+            if best_load is None or load < best_load:
+                best, best_load = address, load
+        # None answered /health: try the first anyway, so the error the user sees is the real one.
+        return best if best is not None else candidates[0]
+
+
+class SegmentFetch:
+    """One segment from the servers: streamed, and on a server failure retried on another one,
+    skipping the samples already delivered (the same seed makes the same samples)."""
+
+    def __init__(self, engine: RemoteEngine, request: SynthesisRequest, reference, text: str, seed: int,
+                 job: RemoteJob, take_seconds):
+        self.engine = engine
+        self.request = request
+        self.fields, self.files = reference
+        self.text = text
+        self.seed = seed
+        self.job = job
+        self.take_seconds = take_seconds  # audio of the take before this segment, for messages
+        self.delivered = 0  # samples of this segment already yielded
+        self.frames = 0
+
+    def _form(self) -> tuple[bytes, str]:
+        g = self.request.generation
+        params = {"stream": True, "chunked": True, "output_format": self.engine.settings.wire_format,
+                  "stream_start_buffer_ms": 0,
+                  "stream_decode_stride_frames": self.request.stream_stride, "seed": self.seed,
+                  "max_new_tokens": g.max_new_tokens, "temperature": g.temperature, "top_p": g.top_p,
+                  "top_k": g.top_k, "min_tokens_before_end": g.min_tokens_before_end, "ras": g.ras}
+        return multipart_body({"text": self.text, **self.fields, "params": json.dumps(params)}, self.files)
+
+    def chunks(self, index: int, n_seg: int) -> Iterator[AudioChunk]:
+        failed: set[ServerAddress] = set()
+        errors: list[RemoteError] = []
+        body, content_type = self._form()
+        while not self.job.cancel_event.is_set():
+            address = self.engine.pick_server(failed)
+            if address is None:
+                raise _all_failed(errors)
+            try:
+                yield from self._stream(address, body, content_type, index, n_seg)
+                return
+            except RETRYABLE as exc:
+                if self.job.cancel_event.is_set():
+                    return
+                failed.add(address)
+                errors.append(exc)
+                if len(failed) < len(self.engine.addresses):
+                    log.warning("%s; retrying segment %d on another server", exc, index + 1)
+
+    def _stream(self, address: ServerAddress, body: bytes, content_type: str, index: int,
+                n_seg: int) -> Iterator[AudioChunk]:
+        connection = self.engine._connection(address)
+        self.job.attach(connection)
+        try:
+            try:
+                response = connection.request("POST", "/generate", body, {"Content-Type": content_type})
+            except RemoteError:
+                if self.job.cancel_event.is_set():
+                    return
+                raise
+            decoder = PcmDecoder.for_response(response)
+            skip = self.delivered  # a retry regenerates the segment from its start
+            received = 0
+            while True:
+                try:
+                    data = response.read1(65536)
+                except (OSError, http.client.HTTPException) as exc:
+                    if self.job.cancel_event.is_set():
+                        return
+                    raise self._dropped(address, exc) from None
+                if not data:
+                    break
+                samples = decoder.feed(data)
+                if not len(samples):
+                    continue
+                start = received
+                received += len(samples)
+                if received <= skip:
+                    continue
+                if start < skip:
+                    samples = samples[skip - start:]
+                    start = skip
+                self.delivered = received
+                self.frames = received // SAMPLES_PER_CODE_FRAME
+                yield AudioChunk(samples, decoder.sample_rate, index, n_seg, start // SAMPLES_PER_CODE_FRAME,
+                                 len(samples) // SAMPLES_PER_CODE_FRAME)
+                if self.job.cancel_event.is_set():
+                    return
+            tail = decoder.finish()
+            if len(tail) and received + len(tail) > skip:
+                tail = tail[max(skip - received, 0):]
+                self.delivered = received + len(tail)
+                # A partial frame counts as one (frame_count 0 would read as a pause).
+                yield AudioChunk(tail, decoder.sample_rate, index, n_seg, received // SAMPLES_PER_CODE_FRAME, 1)
+            self.frames = max(self.frames, -(-self.delivered // SAMPLES_PER_CODE_FRAME))
+        finally:
+            self.job.attach(None)
+            connection.close()
+
+    def _dropped(self, address: ServerAddress, exc: BaseException) -> ServerDropped:
+        seconds = self.take_seconds() + self.delivered / CODEC_SAMPLE_RATE
+        why = "nothing arrived for {:.0f} s".format(self.engine.settings.read_timeout_s) \
+            if isinstance(exc, (socket.timeout, TimeoutError)) else "the connection closed"
+        return ServerDropped(address.url, f"The server at {address.url} stopped answering after {seconds:.1f} s of "
+                                          f"audio ({why}).")
+
+
+def _all_failed(errors: list[RemoteError]) -> RemoteError:
+    if len(errors) == 1:
+        return errors[0]
+    return RemoteError(errors[-1].url, "No server could finish the take: " + " ".join(str(e) for e in errors))
+
+
+class PcmDecoder:
+    """Response bytes → float32 samples in whole frames (``SAMPLES_PER_CODE_FRAME`` each, so a
+    chunk's ``frame_start``/``frame_count`` are exact), from raw float32, raw PCM16 or a live
+    PCM16 WAV (what s2.cpp sends for an output format it does not know). PCM16 becomes
+    ``int16 / 32768``, the inverse of the server's ``float_to_pcm16``."""
+
+    def __init__(self, encoding: str, sample_rate: int):
+        self.encoding = encoding  # pcm_f32le | pcm_s16le
+        self.sample_rate = sample_rate
+        # PCM16 may come inside a live WAV (s2.cpp's answer to a format it does not know), whatever
+        # the Content-Type says: its first bytes tell.
+        self._sniffing = encoding == "pcm_s16le"
+        self._buffer = bytearray()
+        self.bytes_per_sample = 4 if encoding == "pcm_f32le" else 2
+
+    @classmethod
+    def for_response(cls, response: http.client.HTTPResponse) -> "PcmDecoder":
+        encoding = (response.getheader("X-Audio-Encoding") or "").lower()
+        rate_header = response.getheader("X-Audio-Sample-Rate") or ""
+        rate = int(rate_header) if rate_header.isdigit() and int(rate_header) > 0 else CODEC_SAMPLE_RATE
+        return cls("pcm_f32le" if encoding == "pcm_f32le" else "pcm_s16le", rate)
+
+    def _convert(self, data: bytes) -> np.ndarray:
+        if self.encoding == "pcm_f32le":
+            return np.frombuffer(data, dtype="<f4").astype(np.float32)
+        return np.frombuffer(data, dtype="<i2").astype(np.float32) / np.float32(32768.0)
+
+    def feed(self, data: bytes) -> np.ndarray:
+        self._buffer += data
+        if self._sniffing:
+            if len(self._buffer) < WAV_HEADER_BYTES:
+                return np.zeros(0, np.float32)
+            self._sniffing = False
+            if self._buffer[:4] == b"RIFF" and self._buffer[8:12] == b"WAVE":
+                rate = int.from_bytes(self._buffer[24:28], "little")
+                self.sample_rate = rate if rate > 0 else self.sample_rate
+                del self._buffer[:WAV_HEADER_BYTES]
+        frame_bytes = SAMPLES_PER_CODE_FRAME * self.bytes_per_sample
+        whole = len(self._buffer) // frame_bytes * frame_bytes
+        if not whole:
+            return np.zeros(0, np.float32)
+        out = self._convert(bytes(self._buffer[:whole]))
+        del self._buffer[:whole]
+        return out
+
+    def finish(self) -> np.ndarray:
+        """What is left at the end (a partial frame; none from this project's server)."""
+        if self._sniffing and self._buffer[:4] == b"RIFF":
+            self._buffer.clear()  # a WAV header and nothing after it
+        usable = len(self._buffer) // self.bytes_per_sample * self.bytes_per_sample
+        out = self._convert(bytes(self._buffer[:usable]))
+        self._buffer.clear()
+        return out

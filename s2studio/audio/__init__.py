@@ -30,7 +30,15 @@ from s2studio.audio.validation import (
     SILENCE_PEAK_THRESHOLD,
     validate_reference,
 )
-from s2studio.audio.wav_writing import float_to_pcm16, pcm16_wav_header, wav_bytes, write_wav
+from s2studio.audio.wav_writing import (
+    check_output_format,
+    float_to_pcm16,
+    pcm16_wav_header,
+    supported_output_extensions,
+    wav_bytes,
+    write_audio_file,
+    write_wav,
+)
 
 __all__ = [
     "MAX_CHANNELS",
@@ -45,6 +53,7 @@ __all__ = [
     "SUPPORTED_EXTENSIONS",
     "StreamingWavWriter",
     "apply_postprocess",
+    "check_output_format",
     "decode_audio_bytes",
     "downmix_to_mono",
     "dynamic_normalize",
@@ -54,8 +63,10 @@ __all__ = [
     "read_audio",
     "resample",
     "resample_linear",
+    "supported_output_extensions",
     "trim_trailing_silence",
     "validate_reference",
     "wav_bytes",
+    "write_audio_file",
     "write_wav",
 ]

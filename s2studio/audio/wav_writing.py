@@ -5,6 +5,11 @@
   :func:`float_to_pcm16` rather than libsndfile's own rounding so the bytes match s2.cpp's
   streaming output.
 * Writes are atomic (see :mod:`s2studio.audio.atomic_file`).
+* Equal samples give equal bytes: libsndfile stamps the wall clock into a float WAV's PEAK
+  chunk, and we zero that stamp, so two takes with the same seed have the same checksum.
+* :func:`write_audio_file` writes the format the file name's extension names (WAV, FLAC, OGG
+  Vorbis, MP3, as far as this libsndfile supports them); :func:`check_output_format` refuses
+  any other extension before a caller starts slow work.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import struct
 import numpy as np
 import soundfile as sf
 
-from s2studio.audio.atomic_file import commit_temp, fsync_path, make_temp_beside, remove_quietly
+from s2studio.audio.atomic_file import OutputPathError, commit_temp, fsync_path, make_temp_beside, remove_quietly
 from s2studio.audio.validation import CODEC_SAMPLE_RATE
 
 WAV_SUBTYPES = ("FLOAT", "PCM_16")
@@ -76,9 +81,37 @@ def _checked_mono(samples: np.ndarray, sample_rate: int, subtype: str) -> np.nda
     return x
 
 
+def _clear_peak_timestamp(fh) -> None:
+    """Zero the time stamp in a WAV's PEAK chunk (libsndfile writes one for float data), so
+    the file depends on the samples only. ``fh`` is a seekable binary file, read-write."""
+    fh.seek(0)
+    riff = fh.read(12)
+    if len(riff) < 12 or riff[:4] != b"RIFF" or riff[8:] != b"WAVE":
+        return
+    pos = 12
+    while True:
+        fh.seek(pos)
+        head = fh.read(8)
+        if len(head) < 8:
+            return
+        chunk_id, size = struct.unpack("<4sI", head)
+        if chunk_id == b"data":
+            return  # the PEAK chunk comes before the samples
+        if chunk_id == b"PEAK" and size >= 8:
+            fh.seek(pos + 8 + 4)  # after dwVersion: dwTimeStamp
+            fh.write(b"\0\0\0\0")
+            return
+        pos += 8 + size + (size & 1)
+
+
 def _write_to(target, x: np.ndarray, sample_rate: int, subtype: str) -> None:
     data = float_to_pcm16(x) if subtype == "PCM_16" else x
     sf.write(target, data, sample_rate, subtype=subtype, format="WAV")
+    if isinstance(target, io.BytesIO):
+        _clear_peak_timestamp(target)
+    else:
+        with open(target, "r+b") as fh:
+            _clear_peak_timestamp(fh)
 
 
 def write_wav(
@@ -113,3 +146,104 @@ def wav_bytes(samples: np.ndarray, sample_rate: int = CODEC_SAMPLE_RATE, *, subt
     buffer = io.BytesIO()
     _write_to(buffer, x, sample_rate, subtype)
     return buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------ other formats
+
+# extension -> (libsndfile format, subtype). WAV keeps s2.cpp's float samples; the others
+# are what people share: FLAC lossless at 24 bits, OGG Vorbis and MP3 lossy.
+_FORMAT_BY_EXTENSION = {
+    ".wav": ("WAV", "FLOAT"),
+    ".wave": ("WAV", "FLOAT"),
+    ".flac": ("FLAC", "PCM_24"),
+    ".ogg": ("OGG", "VORBIS"),
+    ".mp3": ("MP3", "MPEG_LAYER_III"),
+}
+
+
+def supported_output_extensions() -> tuple[str, ...]:
+    """The extensions :func:`write_audio_file` can write with this libsndfile build (MP3
+    needs libsndfile 1.1 or newer)."""
+    formats = sf.available_formats()
+    return tuple(ext for ext, (fmt, subtype) in _FORMAT_BY_EXTENSION.items()
+                 if fmt in formats and subtype in sf.available_subtypes(fmt))
+
+
+def check_output_format(path: str | os.PathLike[str]) -> tuple[str, str]:
+    """(format, subtype) for an output file name, from its extension; raises
+    :class:`OutputPathError` naming the supported extensions for anything else."""
+    dest = os.fspath(path)
+    ext = os.path.splitext(dest)[1].lower()
+    supported = supported_output_extensions()
+    if ext not in supported:
+        named = f"the extension {ext!r}" if ext else "no extension"
+        raise OutputPathError(dest, f"has {named}; the audio formats that can be written are "
+                                    f"{', '.join(supported)}.")
+    return _FORMAT_BY_EXTENSION[ext]
+
+
+def write_audio_file(path: str | os.PathLike[str], samples: np.ndarray, sample_rate: int = CODEC_SAMPLE_RATE) -> None:
+    """Atomically write mono ``samples`` in the format ``path``'s extension names (see
+    :func:`check_output_format`): WAV as :func:`write_wav` (32-bit float), the others through
+    libsndfile with the samples clipped to [-1, 1] (integer and lossy formats cannot hold
+    more). Same failure guarantees as :func:`write_wav`."""
+    dest = os.fspath(path)
+    fmt, subtype = check_output_format(dest)
+    if fmt == "WAV":
+        write_wav(dest, samples, sample_rate, subtype=subtype)
+        return
+    x = np.clip(_checked_mono(samples, sample_rate, "FLOAT"), -1.0, 1.0)
+    fd, temp_path = make_temp_beside(dest)
+    try:
+        os.close(fd)
+        sf.write(temp_path, x, sample_rate, subtype=subtype, format=fmt)
+        if fmt == "OGG":
+            with open(temp_path, "r+b") as fh:
+                fix_ogg_serial(fh)
+        fsync_path(temp_path)
+        commit_temp(temp_path, dest)
+    except BaseException:
+        remove_quietly(temp_path)
+        raise
+
+
+# ------------------------------------------------------------------------------ Ogg serial numbers
+
+_OGG_SERIAL = 0x53325354  # "S2ST": any fixed value; one logical stream per file
+
+
+def _ogg_crc_table() -> list[int]:
+    table = []
+    for i in range(256):
+        r = i << 24
+        for _ in range(8):
+            r = ((r << 1) ^ 0x04C11DB7) if r & 0x80000000 else (r << 1)
+        table.append(r & 0xFFFFFFFF)
+    return table
+
+
+_OGG_CRC = _ogg_crc_table()
+
+
+def _ogg_crc(data: bytes) -> int:
+    crc = 0
+    for b in data:
+        crc = ((crc << 8) & 0xFFFFFFFF) ^ _OGG_CRC[((crc >> 24) & 0xFF) ^ b]
+    return crc
+
+
+def fix_ogg_serial(fh) -> None:
+    """libsndfile gives each Ogg stream a random serial number, so equal audio gave different
+    files; set one fixed serial on every page and redo each page's CRC."""
+    data = bytearray(fh.read())
+    pos = 0
+    while pos + 27 <= len(data) and data[pos:pos + 4] == b"OggS":
+        n_segments = data[pos + 26]
+        body = sum(data[pos + 27: pos + 27 + n_segments])
+        end = pos + 27 + n_segments + body
+        struct.pack_into("<I", data, pos + 14, _OGG_SERIAL)
+        struct.pack_into("<I", data, pos + 22, 0)
+        struct.pack_into("<I", data, pos + 22, _ogg_crc(bytes(data[pos:end])))
+        pos = end
+    fh.seek(0)
+    fh.write(data)

@@ -3,6 +3,15 @@
 Each subcommand lives in its own module with a ``register(subparsers)`` function that adds
 its parser and sets ``handler``. The handler returns an exit code. ``S2Error``s become one
 line on stderr and exit code 2; other exceptions are bugs and keep their traceback.
+
+Shared options (``--log-level`` everywhere, ``--voice-dir`` on the commands that use voices)
+are accepted before and after the subcommand: ``s2studio --log-level debug synth`` and
+``s2studio synth --log-level debug``, ``voices --voice-dir X add`` and ``voices add --voice-dir
+X``. The outermost parser holds the default; the inner copies default to "not given"
+(``argparse.SUPPRESS``) so they cannot overwrite a value given further out.
+
+SIGTERM and SIGHUP end the command the way Ctrl+C does (``finally`` blocks and context
+managers run), so an interrupted ``--stream-file`` removes its temp file.
 """
 
 from __future__ import annotations
@@ -10,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 
 from s2studio import __version__
@@ -30,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Voice-cloning studio for Fish Audio S2 Pro. Without a command, opens the app.",
     )
     parser.add_argument("--version", action="version", version=f"s2studio {__version__}")
+    add_log_level(parser, outermost=True)
     parser.add_argument("--self-test", action="store_true",
                         help="check the installation (imports, a tiny model, one second of speech, the window) "
                              "and exit")
@@ -53,9 +64,33 @@ def setup_logging(level: str) -> None:
     )
 
 
-def add_log_level(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warn", "error"],
+LOG_LEVELS = ["debug", "info", "warn", "error"]
+
+
+def add_log_level(parser: argparse.ArgumentParser, *, outermost: bool = False) -> None:
+    """``--log-level``; only the top-level parser carries the default (see the module docstring)."""
+    parser.add_argument("--log-level", default="info" if outermost else argparse.SUPPRESS, choices=LOG_LEVELS,
                         help="logging verbosity (default: info)")
+
+
+def add_voice_dir(parser: argparse.ArgumentParser, *, outermost: bool = True, helptext: str | None = None) -> None:
+    """``--voice-dir``: the outermost parser of a command holds the default, nested ones suppress it."""
+    parser.add_argument("--voice-dir", default=None if outermost else argparse.SUPPRESS,
+                        help=helptext or "voice library folder (default: the app's voice folder)")
+
+
+def _terminate_like_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _install_termination_handlers() -> None:
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            try:
+                signal.signal(sig, _terminate_like_interrupt)
+            except (ValueError, OSError):  # not the main thread, or not allowed here
+                pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_app()
     setup_logging(getattr(args, "log_level", "info").replace("warn", "warning"))
+    _install_termination_handlers()
     try:
         return int(args.handler(args) or 0)
     except S2Error as exc:

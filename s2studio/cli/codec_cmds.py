@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 import numpy as np
 
@@ -19,11 +21,12 @@ log = logging.getLogger(__name__)
 
 def _load_codec(args: argparse.Namespace):
     from s2studio.engine.codec.placement import load_placed_codec
-    from s2studio.engine.placement import normalize_device
+    from s2studio.engine.placement import check_device_available, normalize_device
     from s2studio.engine.threads import set_threads
 
     set_threads(args.threads)
     device = normalize_device(args.device)
+    check_device_available(device)  # as synth and serve: never fall back to the CPU silently
     codec, placement = load_placed_codec(args.model, device, args.codec_mode,
                                          emulate_ggml=getattr(args, "emulate_ggml", False))
     log.debug("codec device: %s (%s)", placement.device, placement.reason)
@@ -37,12 +40,22 @@ def save_npy_atomic(path: str, arr: np.ndarray) -> None:
         np.save(fh, arr)
 
 
+@contextmanager
+def writing(path: str) -> Iterator[None]:
+    """Turn an OS error while writing ``path`` (disk full, permissions changed since the
+    check) into one line for the user; the atomic writers have already removed their temp file."""
+    from s2studio.audio.atomic_file import OutputPathError
+
+    try:
+        yield
+    except OSError as err:
+        raise OutputPathError(path, f"could not be written ({err.strerror or err}).") from None
+
+
 def _check_output_dir(path: str) -> None:
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise InputError(f"Output folder {parent} does not exist.")
-    if os.path.isdir(path):
-        raise InputError(f"Output {path} is a folder; give a file name.")
+    from s2studio.audio.atomic_file import check_output_path
+
+    check_output_path(path)
 
 
 def run_encode(args: argparse.Namespace) -> int:
@@ -53,7 +66,8 @@ def run_encode(args: argparse.Namespace) -> int:
     audio = read_audio(args.audio, codec.sample_rate, resampler=args.resampler,
                        max_seconds=args.max_seconds if args.max_seconds > 0 else None)
     codes = codec.encode(audio)
-    save_npy_atomic(args.output, codes)
+    with writing(args.output):
+        save_npy_atomic(args.output, codes)
     print(f"wrote {args.output}: int32 codes {list(codes.shape)} "
           f"({codes.shape[1]} frames, {len(audio) / codec.sample_rate:.2f} s of audio)")
     return 0
@@ -75,15 +89,17 @@ def _load_codes(path: str, num_codebooks: int) -> np.ndarray:
 
 
 def run_decode(args: argparse.Namespace) -> int:
-    from s2studio.audio import write_wav
+    from s2studio.audio import check_output_format, write_audio_file
 
     _check_output_dir(args.output)
+    check_output_format(args.output)
     if not os.path.isfile(args.codes):  # fail before the (slow) model load
         raise InputError(f"Codes file {args.codes}: does not exist.")
     codec = _load_codec(args)
     codes = _load_codes(args.codes, codec.num_codebooks)
     audio = codec.decode_windowed(codes) if args.s2cpp_windows else codec.decode(codes)
-    write_wav(args.output, audio, codec.sample_rate)
+    with writing(args.output):
+        write_audio_file(args.output, audio, codec.sample_rate)
     print(f"wrote {args.output}: {len(audio)} samples at {codec.sample_rate} Hz "
           f"({len(audio) / codec.sample_rate:.2f} s)")
     return 0
@@ -115,9 +131,10 @@ def register(subparsers) -> None:
     _common(p)
     p.set_defaults(handler=run_encode)
 
-    p = subparsers.add_parser("decode", help="decode codec codes (.npy) to a WAV file",
-                              description="Decode int32 codes [10, T] (.npy) into a 44.1 kHz 32-bit float WAV "
-                                          "of exactly 2048*T samples.")
+    p = subparsers.add_parser("decode", help="decode codec codes (.npy) to an audio file",
+                              description="Decode int32 codes [10, T] (.npy) into 44.1 kHz audio of exactly "
+                                          "2048*T samples: a 32-bit float WAV, or FLAC/OGG/MP3 by the "
+                                          "output's extension.")
     p.add_argument("codes", help="codes .npy file, int32 [10, T]")
     p.add_argument("--s2cpp-windows", action="store_true",
                    help="decode in s2.cpp's 16-frame windows with 144 frames of context (bit-parity "

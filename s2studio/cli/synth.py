@@ -113,8 +113,8 @@ class ProgressLine:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from s2studio.audio import StreamingWavWriter, read_audio, write_wav
-    from s2studio.cli.codec_cmds import save_npy_atomic
+    from s2studio.audio import StreamingWavWriter, read_audio, write_audio_file
+    from s2studio.cli.codec_cmds import save_npy_atomic, writing
     from s2studio.errors import InputError
     from s2studio.engine.pipeline import Pipeline, PostProcess, Segmentation, SynthesisRequest
 
@@ -125,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         return print_server_voices(remote_engine(args, voices))
     if args.list_voices:
         return print_voices(voices)
+    check_synth_outputs(args)  # before the model loads: a bad -o must not cost a whole take
     if args.codec_context_frames is not None:
         log.warning("--codec-context-frames is accepted for compatibility and has no effect: the incremental "
                     "decoder keeps the codec's whole causal state, which equals a full decode")
@@ -179,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.stream_file:
             # PCM16 written as it is decoded, no post-processing (as s2.cpp's --stream-file).
-            with StreamingWavWriter(args.output, pipeline.sample_rate) as writer:
+            with writing(args.output), StreamingWavWriter(args.output, pipeline.sample_rate) as writer:
                 for chunk in job:
                     writer.write(chunk.samples)
                     progress.update(chunk)
@@ -190,9 +191,11 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     result = job.result
     if not args.stream_file:
-        write_wav(args.output, result.audio, result.sample_rate, subtype="FLOAT")
+        with writing(args.output):
+            write_audio_file(args.output, result.audio, result.sample_rate)
     if args.codes_out:
-        save_npy_atomic(args.codes_out, result.codes.astype(np.int32))
+        with writing(args.codes_out):
+            save_npy_atomic(args.codes_out, result.codes.astype(np.int32))
     t = result.timings
     if args.server:
         # The engine's own timings stay on the server; these are the client's wall clock.
@@ -223,6 +226,21 @@ def remote_engine(args: argparse.Namespace, voices):
         if address.insecure_warning:
             print(f"warning: {address.insecure_warning}", file=sys.stderr)
     return engine
+
+
+def check_synth_outputs(args: argparse.Namespace) -> None:
+    """Every file synth will write can be written, in a format its name allows."""
+    from s2studio.audio import check_output_format
+    from s2studio.audio.atomic_file import check_output_path
+    from s2studio.errors import InputError
+
+    check_output_path(args.output)
+    fmt, _subtype = check_output_format(args.output)
+    if args.stream_file and fmt != "WAV":
+        raise InputError(f"Output {args.output}: --stream-file writes a 16-bit WAV as it goes; "
+                         "give an output name ending in .wav.")
+    if args.codes_out:
+        check_output_path(args.codes_out)
 
 
 def peak_rss_mb() -> float:
@@ -260,15 +278,17 @@ def print_server_voices(engine) -> int:
 
 
 def register(subparsers) -> None:
-    from s2studio.cli import add_log_level
+    from s2studio.cli import add_log_level, add_voice_dir
 
-    p = subparsers.add_parser("synth", help="synthesize speech to a WAV file",
+    p = subparsers.add_parser("synth", help="synthesize speech to an audio file",
                               description="Synthesize speech with S2 Pro, optionally cloning a reference voice.")
     add_engine_options(p)
     p.add_argument("-text", "--text", default="Hello world", help="text to speak")
     p.add_argument("-pa", "--prompt-audio", default=None, help="reference audio to clone (WAV/FLAC/OGG/MP3)")
     p.add_argument("-pt", "--prompt-text", default=None, help="transcript of the reference audio")
-    p.add_argument("-o", "--output", default="out.wav", help="output WAV (default: out.wav)")
+    p.add_argument("-o", "--output", default="out.wav",
+                   help="output file; the extension picks the format: .wav (32-bit float), .flac, .ogg or .mp3 "
+                        "(default: out.wav)")
     p.add_argument("--codes-out", default=None, help="also save the codes, int32 [10, frames] (.npy)")
     add_sampling_options(p)
     for name, helptext in (("normalize", "peak-normalize to 0.95"),
@@ -281,7 +301,7 @@ def register(subparsers) -> None:
                                                 "--save-voice)")
     p.add_argument("--save-voice", action="store_true",
                    help="encode --prompt-audio once and save it as voice --voice for later runs")
-    p.add_argument("--voice-dir", default=None, help="voice library folder (default: the app's voice folder)")
+    add_voice_dir(p)
     p.add_argument("--list-voices", action="store_true",
                    help="list the saved voices and exit (with --server: the server's voices)")
     p.add_argument("--segment-sentences", action="store_true",

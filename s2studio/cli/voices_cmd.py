@@ -54,10 +54,13 @@ def run_remove(args) -> int:
 def run_export(args) -> int:
     from s2studio.engine.voices import encode_s2voice
 
-    from s2studio.audio.atomic_file import atomic_output
+    from s2studio.audio.atomic_file import atomic_output, check_output_path
 
+    from s2studio.cli.codec_cmds import writing
+
+    check_output_path(args.output)
     v = _library(args).get(args.id)
-    with atomic_output(args.output) as fh:
+    with writing(args.output), atomic_output(args.output) as fh:
         fh.write(encode_s2voice(v.profile))
     print(f"exported voice '{v.id}' to {args.output} (s2.cpp .s2voice format)")
     return 0
@@ -86,18 +89,26 @@ def run_devices(args) -> int:
 
 
 def register(subparsers) -> None:
-    from s2studio.cli import add_log_level
+    from s2studio.cli import add_log_level, add_voice_dir
     from s2studio.cli.synth import add_engine_options
 
     p = subparsers.add_parser("voices", help="manage saved voices", description="Manage the voice library.")
-    p.add_argument("--voice-dir", default=None, help="voice library folder (default: the app's voice folder)")
+    add_voice_dir(p)
     add_log_level(p)
     sub = p.add_subparsers(dest="voices_command", metavar="ACTION", required=True)
-    sub.add_parser("list", help="list saved voices").set_defaults(handler=run_list)
-    s = sub.add_parser("show", help="show one voice")
+
+    def action(name: str, helptext: str):
+        # The shared options work after the action too ("voices add ... --voice-dir X").
+        parser = sub.add_parser(name, help=helptext)
+        add_voice_dir(parser, outermost=False)
+        add_log_level(parser)
+        return parser
+
+    action("list", "list saved voices").set_defaults(handler=run_list)
+    s = action("show", "show one voice")
     s.add_argument("id")
     s.set_defaults(handler=run_show)
-    a = sub.add_parser("add", help="encode a reference recording and save it as a voice")
+    a = action("add", "encode a reference recording and save it as a voice")
     a.add_argument("audio", help="reference audio (WAV/FLAC/OGG/MP3)")
     a.add_argument("--text", required=True, help="transcript of the reference audio")
     a.add_argument("--id", default=None, help="voice id (default: derived from --name)")
@@ -107,14 +118,14 @@ def register(subparsers) -> None:
     a.add_argument("--overwrite", action="store_true")
     add_engine_options(a)
     a.set_defaults(handler=run_add)
-    r = sub.add_parser("remove", help="delete a voice and its files")
+    r = action("remove", "delete a voice and its files")
     r.add_argument("id")
     r.set_defaults(handler=run_remove)
-    e = sub.add_parser("export", help="write a voice as an s2.cpp .s2voice file")
+    e = action("export", "write a voice as an s2.cpp .s2voice file")
     e.add_argument("id")
     e.add_argument("-o", "--output", required=True)
     e.set_defaults(handler=run_export)
-    i = sub.add_parser("import", help="add an .s2voice file (e.g. made by s2.cpp) to the library")
+    i = action("import", "add an .s2voice file (e.g. made by s2.cpp) to the library")
     i.add_argument("file")
     i.add_argument("--id", default=None)
     i.add_argument("--name", default=None)

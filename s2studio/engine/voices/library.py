@@ -8,14 +8,28 @@ creation time, transcript) and optionally ``<id>.ref.wav`` (the original referen
 Ids are file stems, so they are checked hard (:func:`validate_voice_id`). Two levels: a *new*
 id must be portable (ASCII letters, digits, ``. _ -``, starting with a letter or digit, not a
 Windows reserved name, ≤ 64 chars); an *existing* id (one s2.cpp created, say "my voice")
-only has to be a safe single file-name component (:func:`check_existing_voice_id`).
+only has to be a safe single file-name component (:func:`check_existing_voice_id`). Ids are
+case-insensitive everywhere, as on Windows and macOS: "Alice" finds ``alice.s2voice`` on a
+case-sensitive disk too, and saving "Alice" over "alice" replaces that voice.
+
+Replacing a voice is one unit. Its new files are first written in full under hidden staging
+names, then a commit record ``.<id>.commit.json`` listing the renames is written (atomically),
+then the files are renamed into place and the record removed. A crash before the record leaves
+the old voice untouched (the staged files are swept at the next start); a crash after it is
+finished by the next :class:`VoiceLibrary` (roll forward), so a voice is never left with a new
+clip and old codes. The sidecar carries a hash of its ``.s2voice``, so a reader that raced a
+replace and got an old ``.s2voice`` with a new sidecar notices and reads again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import stat
+import tempfile
+import time
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,8 +37,14 @@ from pathlib import Path
 
 import numpy as np
 
-from s2studio.audio import CODEC_SAMPLE_RATE, SAMPLES_PER_CODE_FRAME, read_audio, resample, write_wav
-from s2studio.audio.atomic_file import remove_quietly
+from s2studio.audio import CODEC_SAMPLE_RATE, SAMPLES_PER_CODE_FRAME, read_audio, resample, wav_bytes
+from s2studio.audio.atomic_file import (
+    UnreadableFileError,
+    fsync_folder,
+    read_regular_file,
+    remove_quietly,
+    remove_stale_temp_files,
+)
 from s2studio.engine.voices.voice_file import (
     DEFAULT_CODEBOOK_SIZE,
     VOICE_SUFFIX,
@@ -42,6 +62,15 @@ SIDECAR_FORMAT = "s2studio-voice"
 SIDECAR_VERSION = 1
 MAX_ID_LENGTH = 64
 MAX_EXISTING_ID_LENGTH = 200  # leaves room for ".ref.wav" within a 255-byte file name
+MAX_SIDECAR_BYTES = 4 << 20  # a transcript and a few fields; anything larger is not ours
+
+COMMIT_SUFFIX = ".commit.json"
+_COMMIT_RE = re.compile(r"^\.(.+)\.commit\.json$")
+# staged files of a replace: ".<final name>.s2stage-<pid>.<random>.part"
+_STAGE_RE = re.compile(r"^\.(.+)\.s2stage-(\d+)\.[A-Za-z0-9_]{8}\.part$")
+# temp files of versions before the pid was in the name: ".<final name>.<random>.part"
+_OLD_TEMP_RE = re.compile(r"^\.(.+\.(?:s2voice|json|ref\.wav))\.[A-Za-z0-9_]{8}\.part$")
+_OLD_TEMP_STALE_SECONDS = 3600
 
 _NEW_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # Separators, drive colon, and what Windows forbids in file names.
@@ -164,6 +193,8 @@ def resolve_voice_path(voice_dir: str | os.PathLike[str], value: str, *, must_ex
         candidate = Path(voice_dir) / value.replace("\\", "/")  # an absolute value replaces voice_dir
     else:
         candidate = Path(voice_dir) / f"{check_existing_voice_id(value)}{VOICE_SUFFIX}"
+        if not candidate.is_file():  # ids ignore case, on case-sensitive disks too
+            candidate = _case_insensitive_match(Path(voice_dir), candidate.name) or candidate
     real = Path(os.path.realpath(candidate))
     if real.parent != folder and folder not in real.parents:
         raise InvalidVoiceIdError(f"The voice {value!r} is outside the voice folder {folder}.")
@@ -172,6 +203,16 @@ def resolve_voice_path(voice_dir: str | os.PathLike[str], value: str, *, must_ex
     if must_exist and not real.is_file():
         raise VoiceNotFoundError(value, folder)
     return real
+
+
+def _case_insensitive_match(folder: Path, file_name: str) -> Path | None:
+    want = file_name.casefold()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    matches = sorted(n for n in names if n.casefold() == want and not n.startswith("."))
+    return folder / matches[0] if matches else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,10 +255,12 @@ class Voice:
 
 
 class VoiceLibrary:
-    """A folder of voices (see the module docstring). Every write is atomic."""
+    """A folder of voices (see the module docstring). Every write is atomic, a replace is one
+    unit, and opening the library finishes or sweeps what a crashed writer left."""
 
     def __init__(self, folder: str | os.PathLike[str] | None = None):
         self.folder = Path(folder) if folder is not None else default_voice_dir()
+        self.recover()
 
     # -- paths ---------------------------------------------------------------------------
     def path_for(self, voice_id: str) -> Path:
@@ -229,8 +272,18 @@ class VoiceLibrary:
     def _reference_path(self, voice_id: str) -> Path:
         return self.folder / f"{voice_id}{REFERENCE_SUFFIX}"
 
+    def _commit_path(self, voice_id: str) -> Path:
+        return self.folder / f".{voice_id}{COMMIT_SUFFIX}"
+
     def exists(self, voice_id: str) -> bool:
-        return self.path_for(voice_id).is_file()
+        return self._resolve_id(voice_id) is not None
+
+    def _resolve_id(self, voice_id: str) -> str | None:
+        """The stored id ``voice_id`` names: itself when that file exists, else the one
+        existing id equal to it ignoring case (on case-sensitive disks too), else None."""
+        if self.path_for(voice_id).is_file():
+            return voice_id
+        return self._existing_id_like(voice_id)
 
     # -- reading -------------------------------------------------------------------------
     def list(self) -> list[VoiceInfo]:
@@ -238,6 +291,7 @@ class VoiceLibrary:
         A broken file is listed with ``problem`` set rather than hiding the others."""
         if not self.folder.is_dir():
             return []
+        self._finish_pending_commits()
         infos = []
         for entry in self.folder.iterdir():
             if not entry.name.endswith(VOICE_SUFFIX) or entry.name.startswith("."):
@@ -245,22 +299,35 @@ class VoiceLibrary:
             voice_id = entry.name[: -len(VOICE_SUFFIX)]
             try:
                 check_existing_voice_id(voice_id)
-                infos.append(self._info(voice_id, read_s2voice(entry)))
+                infos.append(self._read_voice(voice_id)[1])
             except (VoiceFileError, InvalidVoiceIdError) as err:
                 infos.append(VoiceInfo(id=voice_id, name=voice_id, path=entry, problem=str(err)))
         return sorted(infos, key=lambda v: (v.name.casefold(), v.id))
 
     def get(self, voice_id: str) -> Voice:
-        path = self.path_for(voice_id)
-        if not path.is_file():
+        self._finish_pending_commits()
+        stored = self._resolve_id(voice_id)
+        if stored is None:
             raise VoiceNotFoundError(voice_id, self.folder)
-        profile = read_s2voice(path)
-        info = self._info(voice_id, profile)
-        return Voice(id=voice_id, codes=profile.codes, transcript=profile.transcript, info=info, profile=profile)
+        profile, info = self._read_voice(stored)
+        return Voice(id=stored, codes=profile.codes, transcript=profile.transcript, info=info, profile=profile)
 
-    def _info(self, voice_id: str, profile: VoiceProfile) -> VoiceInfo:
-        meta = self._read_sidecar(voice_id)
+    def _read_voice(self, voice_id: str) -> tuple[VoiceProfile, VoiceInfo]:
+        """The voice's profile and info, from files of one generation: a sidecar written for
+        another .s2voice (a replace ran between our reads) is read again, then ignored."""
+        for _attempt in range(3):
+            profile = read_s2voice(self.path_for(voice_id))
+            meta = self._read_sidecar(voice_id)
+            if _sidecar_matches(meta, profile):
+                return profile, self._info(voice_id, profile, meta)
+            self._finish_pending_commits()
+        return profile, self._info(voice_id, profile, {})
+
+    def _info(self, voice_id: str, profile: VoiceProfile, meta: dict) -> VoiceInfo:
         ref = self._reference_path(voice_id)
+        ref_ok = ref.is_file() and (
+            not meta or not isinstance(meta.get("reference_bytes"), int) or ref.stat().st_size == meta["reference_bytes"]
+        )
         return VoiceInfo(
             id=voice_id,
             name=str(meta.get("name") or voice_id),
@@ -271,7 +338,7 @@ class VoiceLibrary:
             created=meta.get("created") if isinstance(meta.get("created"), str) else None,
             num_frames=profile.num_frames,
             sample_rate=profile.sample_rate,
-            reference_audio=ref if ref.is_file() else None,
+            reference_audio=ref if ref_ok else None,
             has_sidecar=bool(meta),
         )
 
@@ -279,9 +346,9 @@ class VoiceLibrary:
         """The sidecar's fields, or {} when it is missing or unreadable: the .s2voice alone is
         a complete voice, so a damaged sidecar only costs the display metadata."""
         try:
-            with open(self._sidecar_path(voice_id), encoding="utf-8") as f:
-                meta = json.load(f)
-        except (OSError, ValueError):
+            data = read_regular_file(self._sidecar_path(voice_id), MAX_SIDECAR_BYTES, what="voice sidecar")
+            meta = json.loads(data.decode("utf-8"))
+        except (OSError, ValueError, UnreadableFileError):
             return {}
         return meta if isinstance(meta, dict) else {}
 
@@ -304,16 +371,18 @@ class VoiceLibrary:
 
         ``voice_id=None`` derives the id from ``name`` (:func:`slugify`), adding ``-2``, ``-3``…
         until it is free. An explicit id that exists (case-insensitively, as on Windows/macOS)
-        raises :class:`VoiceExistsError` unless ``overwrite``. ``sample_rate`` is the codec
+        raises :class:`VoiceExistsError` unless ``overwrite``; overwriting keeps the stored
+        id's spelling ("Alice" over "alice" replaces ``alice``). ``sample_rate`` is the codec
         rate recorded in the .s2voice; ``reference_audio`` (mono samples at that rate, or an
-        audio file path) is kept as ``<id>.ref.wav`` at 44.1 kHz. The .s2voice is written
-        last, so a voice only shows up once all its files are complete.
+        audio file path) is kept as ``<id>.ref.wav`` at 44.1 kHz. The old voice stays whole
+        until the new one is complete on disk (see the module docstring).
         """
         profile = VoiceProfile(
             codes=np.asarray(codes), transcript=transcript, sample_rate=sample_rate, codebook_size=codebook_size
         )
         encoded = encode_s2voice(profile)  # validates before anything touches the disk
         display_name = str(name).strip()
+        self._finish_pending_commits()
         if voice_id is None:
             voice_id = self._unique_id(slugify(display_name))
         else:
@@ -321,15 +390,11 @@ class VoiceLibrary:
             clash = self._existing_id_like(voice_id)
             if clash is not None and not overwrite:
                 raise VoiceExistsError(clash, self.path_for(clash))
-            if clash is not None and clash != voice_id:
-                self.delete(clash)  # "Alice" over "alice": one file name on case-insensitive disks
+            if clash is not None:
+                voice_id = clash  # one voice, one spelling: never two files differing in case
         ref_samples = self._reference_samples(reference_audio, sample_rate)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        ref_data = wav_bytes(ref_samples, CODEC_SAMPLE_RATE) if ref_samples is not None else None
         ref_path = self._reference_path(voice_id)
-        if ref_samples is not None:
-            write_wav(ref_path, ref_samples, CODEC_SAMPLE_RATE)
-        else:
-            remove_quietly(str(ref_path))  # an overwritten voice must not keep another clip
         sidecar = {
             "format": SIDECAR_FORMAT,
             "version": SIDECAR_VERSION,
@@ -342,11 +407,18 @@ class VoiceLibrary:
             "transcript": transcript,
             "num_frames": profile.num_frames,
             "sample_rate": sample_rate,
-            "reference_audio": ref_path.name if ref_samples is not None else None,
+            "reference_audio": ref_path.name if ref_data is not None else None,
+            "reference_bytes": len(ref_data) if ref_data is not None else None,
+            "s2voice_sha256": hashlib.sha256(encoded).hexdigest(),
         }
-        self._write_sidecar(voice_id, sidecar)
-        _write_atomic(str(self.path_for(voice_id)), encoded)
-        return self._info(voice_id, profile)
+        files = {}
+        if ref_data is not None:
+            files[ref_path.name] = ref_data
+        files[self._sidecar_path(voice_id).name] = _sidecar_bytes(sidecar)
+        files[self.path_for(voice_id).name] = encoded  # last: the voice appears complete
+        # an overwritten voice must not keep another clip
+        self._commit(voice_id, files, remove=[] if ref_data is not None else [ref_path.name])
+        return self._info(voice_id, profile, sidecar)
 
     def rename(self, voice_id: str, new_name: str) -> VoiceInfo:
         """Change the display name only; the id and files keep their names (s2.cpp and
@@ -355,7 +427,11 @@ class VoiceLibrary:
         if not new_name:
             raise InputError("A voice name cannot be empty.")
         voice = self.get(voice_id)
-        meta = self._read_sidecar(voice_id) or {
+        voice_id = voice.id
+        meta = self._read_sidecar(voice_id)
+        if not _sidecar_matches(meta, voice.profile):
+            meta = {}
+        meta = meta or {
             "format": SIDECAR_FORMAT,
             "version": SIDECAR_VERSION,
             "id": voice_id,
@@ -365,31 +441,145 @@ class VoiceLibrary:
             "transcript": voice.transcript,
         }
         meta["name"] = new_name
-        self._write_sidecar(voice_id, meta)
-        return self._info(voice_id, voice.profile)
+        meta["s2voice_sha256"] = hashlib.sha256(encode_s2voice(voice.profile)).hexdigest()
+        _write_atomic(str(self._sidecar_path(voice_id)), _sidecar_bytes(meta))
+        return self._info(voice_id, voice.profile, meta)
 
     def delete(self, voice_id: str) -> None:
         """Remove the voice's .s2voice, sidecar and reference clip."""
-        path = self.path_for(voice_id)
-        if not path.is_file():
+        self.path_for(voice_id)  # validates the id
+        self._finish_pending_commits()
+        stored = self._resolve_id(voice_id)
+        if stored is None:
             raise VoiceNotFoundError(voice_id, self.folder)
-        # The .s2voice goes first: if we are interrupted, no half-deleted voice is listed.
-        os.unlink(path)
-        remove_quietly(str(self._sidecar_path(voice_id)))
-        remove_quietly(str(self._reference_path(voice_id)))
+        # The .s2voice goes first: if we are interrupted, no half-deleted voice is listed, and
+        # the next start removes the orphaned sidecar and clip.
+        os.unlink(self.path_for(stored))
+        remove_quietly(str(self._sidecar_path(stored)))
+        remove_quietly(str(self._reference_path(stored)))
+
+    # -- one-unit replace ------------------------------------------------------------------
+    def _commit(self, voice_id: str, files: dict[str, bytes], remove: list[str]) -> None:
+        """Write ``files`` (final name -> bytes) and remove ``remove`` as one unit."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        staged: list[tuple[str, str]] = []
+        record = self._commit_path(voice_id)
+        try:
+            for final, data in files.items():
+                staged.append((self._stage(final, data), final))
+            record_data = json.dumps({"id": voice_id, "moves": staged, "remove": remove}).encode("utf-8")
+            _write_atomic(str(record), record_data)
+        except BaseException:
+            for temp, _final in staged:
+                remove_quietly(str(self.folder / temp))
+            raise
+        # From here on the replace is decided: whatever stops us, the next start finishes it.
+        self._apply_commit(record)
+
+    def _stage(self, final_name: str, data: bytes) -> str:
+        fd, path = tempfile.mkstemp(prefix=f".{final_name}.s2stage-{os.getpid()}.", suffix=".part",
+                                    dir=self.folder)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                if os.name == "posix":
+                    umask = os.umask(0)
+                    os.umask(umask)
+                    os.fchmod(fh.fileno(), 0o666 & ~umask)
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except BaseException:
+            remove_quietly(path)
+            raise
+        return os.path.basename(path)
+
+    def _apply_commit(self, record: Path) -> None:
+        """Carry out a commit record; safe to repeat and to run from two processes at once."""
+        try:
+            plan = json.loads(read_regular_file(record, MAX_SIDECAR_BYTES, what="commit record").decode("utf-8"))
+            moves = [(str(t), str(f)) for t, f in plan["moves"]]
+            removals = [str(n) for n in plan.get("remove", [])]
+        except FileNotFoundError:
+            return  # someone else finished it
+        except (OSError, ValueError, KeyError, TypeError, UnreadableFileError):
+            remove_quietly(str(record))  # not ours or unusable: its staged files get swept
+            return
+        safe = all(os.path.basename(n) == n and n not in ("", ".", "..") for pair in moves for n in pair)
+        if not safe or not all(os.path.basename(n) == n for n in removals):
+            remove_quietly(str(record))
+            return
+        for temp, final in moves:
+            try:
+                os.replace(self.folder / temp, self.folder / final)
+            except FileNotFoundError:
+                pass  # renamed already (by us before a crash, or by another process)
+        for name in removals:
+            remove_quietly(str(self.folder / name))
+        remove_quietly(str(record))
+        fsync_folder(str(self.folder))
+
+    def _finish_pending_commits(self) -> None:
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            return
+        for name in names:
+            if _COMMIT_RE.match(name):
+                self._apply_commit(self.folder / name)
+
+    def recover(self) -> None:
+        """Finish interrupted replaces, then remove what crashed writers left: staged and temp
+        files of processes that are gone, and sidecars/clips whose .s2voice was deleted."""
+        if not self.folder.is_dir():
+            return
+        self._finish_pending_commits()
+        remove_stale_temp_files(self.folder)
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            return
+        name_set = set(names)
+        for name in names:
+            path = self.folder / name
+            stage = _STAGE_RE.match(name)
+            if stage is not None:
+                if not _pid_alive(int(stage.group(2))):
+                    _remove_regular(path)
+                continue
+            old = _OLD_TEMP_RE.match(name)
+            if old is not None:
+                try:
+                    if time.time() - os.lstat(path).st_mtime > _OLD_TEMP_STALE_SECONDS:
+                        _remove_regular(path)
+                except OSError:
+                    pass
+                continue
+            if name.startswith("."):
+                continue
+            if name.endswith(REFERENCE_SUFFIX):
+                voice_id = name[: -len(REFERENCE_SUFFIX)]
+            elif name.endswith(SIDECAR_SUFFIX):
+                voice_id = name[: -len(SIDECAR_SUFFIX)]
+                if self._read_sidecar(voice_id).get("format") != SIDECAR_FORMAT:
+                    continue  # some other JSON file: not ours to remove
+            else:
+                continue
+            if f"{voice_id}{VOICE_SUFFIX}" in name_set:
+                continue
+            # Commit record first, then the .s2voice: a writer renames the sidecar and clip
+            # before the .s2voice, and removes its record only after.
+            if self._commit_path(voice_id).exists() or (self.folder / f"{voice_id}{VOICE_SUFFIX}").exists():
+                continue
+            _remove_regular(path)
 
     # -- helpers -------------------------------------------------------------------------
-    def _write_sidecar(self, voice_id: str, meta: dict) -> None:
-        data = json.dumps(meta, ensure_ascii=False, indent=2).encode("utf-8") + b"\n"
-        _write_atomic(str(self._sidecar_path(voice_id)), data)
-
     def _existing_ids_folded(self) -> dict[str, str]:
         if not self.folder.is_dir():
             return {}
         return {
             e.name[: -len(VOICE_SUFFIX)].casefold(): e.name[: -len(VOICE_SUFFIX)]
             for e in self.folder.iterdir()
-            if e.name.endswith(VOICE_SUFFIX)
+            if e.name.endswith(VOICE_SUFFIX) and not e.name.startswith(".")
         }
 
     def _existing_id_like(self, voice_id: str) -> str | None:
@@ -419,3 +609,38 @@ class VoiceLibrary:
         if sample_rate != CODEC_SAMPLE_RATE:
             samples = resample(samples, sample_rate, CODEC_SAMPLE_RATE)
         return samples
+
+
+def _sidecar_bytes(meta: dict) -> bytes:
+    return json.dumps(meta, ensure_ascii=False, indent=2).encode("utf-8") + b"\n"
+
+
+def _sidecar_matches(meta: dict, profile: VoiceProfile) -> bool:
+    """Whether ``meta`` was written with this .s2voice. Sidecars without the hash (older
+    versions, hand-made ones) are taken as they are."""
+    want = meta.get("s2voice_sha256")
+    if not isinstance(want, str):
+        return True
+    return hashlib.sha256(encode_s2voice(profile)).hexdigest() == want
+
+
+def _pid_alive(pid: int) -> bool:
+    if os.name != "posix":
+        return True  # cannot ask without risk (os.kill terminates on Windows); keep the file
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _remove_regular(path: Path) -> None:
+    try:
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            os.unlink(path)
+    except OSError:
+        pass

@@ -20,6 +20,7 @@ that match the file exactly, valid UTF-8, no NUL inside the transcript, codes wi
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import dataclass
 
@@ -39,6 +40,10 @@ DEFAULT_CODEBOOK_SIZE = 4096
 MAX_NUM_CODEBOOKS = 64
 MAX_CODEBOOK_SIZE = 1 << 20
 MAX_SAMPLE_RATE = 1_000_000
+# File-size bounds checked on the header before the body is read. A reference clip is
+# seconds long (30 s is ~650 frames = 26 KB of codes); 64 MiB is hours of codes.
+MAX_TRANSCRIPT_BYTES = 1 << 20
+MAX_CODES_BYTES = 64 << 20
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,8 +133,8 @@ def _checked_profile(profile: VoiceProfile) -> tuple[np.ndarray, bytes]:
     return np.ascontiguousarray(codes, dtype=np.int32), transcript_bytes
 
 
-def decode_s2voice(data: bytes, path: str | os.PathLike[str] = "<memory>") -> VoiceProfile:
-    """Parse .s2voice bytes; any problem is a :class:`VoiceFileError` naming ``path``."""
+def _checked_header(data: bytes, path: str | os.PathLike[str]) -> int:
+    """Check the 44-byte header at the start of ``data``; return the file size it announces."""
     size = len(data)
 
     def fail(problem: str) -> VoiceFileError:
@@ -158,7 +163,18 @@ def decode_s2voice(data: bytes, path: str | os.PathLike[str] = "<memory>") -> Vo
             f"says its codes take {codes_size} bytes, but {n_cb} codebooks × {n_frames} frames "
             f"need {expected_codes}."
         )
-    expected_size = HEADER.size + transcript_len + codes_size
+    return HEADER.size + transcript_len + codes_size
+
+
+def decode_s2voice(data: bytes, path: str | os.PathLike[str] = "<memory>") -> VoiceProfile:
+    """Parse .s2voice bytes; any problem is a :class:`VoiceFileError` naming ``path``."""
+    size = len(data)
+
+    def fail(problem: str) -> VoiceFileError:
+        return VoiceFileError(path, problem)
+
+    expected_size = _checked_header(data, path)
+    _magic, _version, n_cb, n_frames, _rate, codebook_size, transcript_len, _codes_size = HEADER.unpack_from(data)
     if size < expected_size:
         raise fail(f"is truncated: {size} bytes, the header announces {expected_size}.")
     if size > expected_size:
@@ -181,14 +197,41 @@ def decode_s2voice(data: bytes, path: str | os.PathLike[str] = "<memory>") -> Vo
     if bad.any():
         cb, t = (int(v) for v in np.argwhere(bad)[0])
         raise fail(f"has code {int(codes[cb, t])} at codebook {cb}, frame {t}, outside [0, {codebook_size}).")
-    return VoiceProfile(codes=codes, transcript=transcript, sample_rate=sample_rate, codebook_size=codebook_size)
+    return VoiceProfile(codes=codes, transcript=transcript, sample_rate=_rate, codebook_size=codebook_size)
 
 
 def read_s2voice(path: str | os.PathLike[str]) -> VoiceProfile:
+    """Read and validate one .s2voice file.
+
+    Only a regular file is opened (a FIFO named ``x.s2voice`` would block ``open`` until a
+    writer comes, and with it every voice list and server request), non-blocking in case one
+    is swapped in. The header is read first: the file must be exactly as long as the header
+    says, and the header may not announce more than :data:`MAX_TRANSCRIPT_BYTES` of text or
+    :data:`MAX_CODES_BYTES` of codes, so a huge or sparse file is refused unread.
+    """
     path = os.fspath(path)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise VoiceFileError(path, "is a folder, not a voice profile.")
+        if not stat.S_ISREG(st.st_mode):
+            raise VoiceFileError(path, "is not a regular file (a pipe, device or socket), so it is not read.")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise VoiceFileError(path, "is not a regular file (a pipe, device or socket), so it is not read.")
+            header = _read_up_to(fd, HEADER.size)
+            expected = _checked_header(header, path)
+            if st.st_size < expected:
+                raise VoiceFileError(path, f"is truncated: {st.st_size} bytes, the header announces {expected}.")
+            if st.st_size > expected:
+                raise VoiceFileError(path, f"has {st.st_size - expected} unexpected bytes after the codes "
+                                           f"(the header announces {expected}).")
+            _announced_size_is_sane(header, path)  # a file really that large: refuse it unread
+            data = header + _read_up_to(fd, expected - len(header))
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise VoiceFileError(path, "does not exist.") from None
     except IsADirectoryError:
@@ -196,6 +239,28 @@ def read_s2voice(path: str | os.PathLike[str]) -> VoiceProfile:
     except OSError as err:
         raise VoiceFileError(path, f"cannot be read ({err.strerror or err}).") from err
     return decode_s2voice(data, path)
+
+
+def _read_up_to(fd: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _announced_size_is_sane(header: bytes, path: str) -> None:
+    """Refuse a (valid) header announcing more text or codes than any voice has."""
+    transcript_len, codes_size = HEADER.unpack_from(header)[6:8]
+    if transcript_len > MAX_TRANSCRIPT_BYTES:
+        raise VoiceFileError(path, f"announces a {transcript_len}-byte transcript; at most "
+                                   f"{MAX_TRANSCRIPT_BYTES} bytes are accepted.")
+    if codes_size > MAX_CODES_BYTES:
+        raise VoiceFileError(path, f"announces {codes_size} bytes of codes; at most {MAX_CODES_BYTES} "
+                                   "bytes are accepted.")
 
 
 def write_s2voice(path: str | os.PathLike[str], profile: VoiceProfile) -> None:

@@ -76,3 +76,37 @@ def test_devices_lists_the_cpu():
 def test_save_voice_needs_an_id_and_audio(tmp_path):
     r = cli("synth", "-m", MODEL, "--save-voice", "-o", str(tmp_path / "x.wav"))
     assert r.returncode == 2 and "--voice" in r.stderr
+
+
+def test_voice_dir_after_the_action_and_overwrite_by_other_case(tmp_path):
+    vdir = tmp_path / "lib"
+    add = cli("voices", "add", str(CLONE / "reference.wav"), "--text", TEXT, "--id", "alice", "-m", MODEL,
+              "--codec-cpu", "--voice-dir", str(vdir), "--log-level", "error")
+    assert add.returncode == 0, add.stderr
+    assert (vdir / "alice.s2voice").is_file()
+    # "ALICE" is the same voice: found, and replaced in place rather than duplicated
+    show = cli("voices", "show", "ALICE", "--voice-dir", str(vdir))
+    assert show.returncode == 0 and "alice" in show.stdout, show.stderr
+    again = cli("voices", "import", str(vdir / "alice.s2voice"), "--id", "Alice", "--overwrite", "--name", "Al",
+                "--voice-dir", str(vdir))
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in vdir.iterdir()) == ["alice.json", "alice.s2voice"]
+
+
+def test_a_fifo_in_the_voice_folder_does_not_hang_the_list(tmp_path):
+    import os
+
+    if os.name != "posix":
+        return
+    vdir = tmp_path / "v"
+    vdir.mkdir()
+    os.mkfifo(vdir / "x.s2voice")
+    os.mkfifo(vdir / "y.json")
+    (vdir / "y.s2voice").write_bytes(struct.pack("<8sIiiiiQQ", b"S2VOICE\0", 1, 10, 1, 44100, 128, 3, 40)
+                                     + b"hi\0" + bytes(40))
+    listed = subprocess.run([sys.executable, "-m", "s2studio", "voices", "list", "--voice-dir", str(vdir)],
+                            capture_output=True, text=True, timeout=60)  # old code: blocked in open() forever
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert any(line.startswith("x ") and "not a regular file" in line for line in lines), listed.stdout
+    assert any(line.startswith("y ") and "'hi'" in line for line in lines), listed.stdout

@@ -2,9 +2,11 @@
 
 Why not QSettings: its backends hand bools and ints back as strings on some platforms (ANCHORS
 §5.11). Loading is forgiving field by field (unknown keys ignored, a missing or wrongly-typed
-key takes its default) and a file that is not JSON at all is moved aside and reported, so the
-app always starts. Saving is atomic (temp file, fsync, rename), so a crash never leaves half a
-settings file.
+key takes its default) and a file that cannot be used at all (not UTF-8, not JSON, absurdly
+large) is moved aside to a dated backup and reported, so the app always starts. A UTF-8 byte
+order mark (Notepad adds one) is accepted. Backups are ``settings.json.corrupt`` for the first,
+then ``settings.json.corrupt-<date>-<time>``; only the newest few are kept. Saving is atomic
+(temp file, fsync, rename), so a crash never leaves half a settings file.
 """
 
 from __future__ import annotations
@@ -13,13 +15,21 @@ import dataclasses
 import json
 import logging
 import os
+import re
+import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from s2studio.app import paths
-from s2studio.audio.atomic_file import atomic_output
+from s2studio.audio.atomic_file import UnreadableFileError, atomic_output, read_regular_file
 
 log = logging.getLogger(__name__)
+
+# A settings file is a few KB; recent texts could make it larger, never this large.
+MAX_SETTINGS_BYTES = 16 << 20
+# Damaged files kept for the user to look at; older ones are removed.
+MAX_CORRUPT_BACKUPS = 5
+_BACKUP_RE = r"\.corrupt(?:-(\d{8}-\d{6})(?:-(\d+))?)?"
 
 TOKENIZER_MODES = ("hf", "s2cpp")
 CODEC_MODES = ("auto", "cpu", "follow")
@@ -125,34 +135,82 @@ def settings_from_dict(data: dict) -> tuple[AppSettings, list[str]]:
 
 
 def load_settings(path: Path | None = None) -> LoadedSettings:
+    """The saved settings, or the defaults plus a sentence for the user: never raises for
+    anything the file holds, so the app always starts."""
     path = path or paths.settings_file()
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_regular_file(path, MAX_SETTINGS_BYTES, what="settings file")
     except FileNotFoundError:
         return LoadedSettings(AppSettings(), None)
+    except UnreadableFileError as err:
+        if "larger than" in err.problem:
+            return _damaged(path, f"it is too large ({MAX_SETTINGS_BYTES} bytes at most)")
+        # a pipe or device: not ours to move aside
+        return LoadedSettings(AppSettings(), f"The settings file {path} {err.problem} Using the default settings.")
     except OSError as err:
-        return LoadedSettings(AppSettings(), f"Could not read the settings file {path} ({err.strerror}); "
-                                             "using the default settings.")
+        return LoadedSettings(AppSettings(), f"Could not read the settings file {path} "
+                                             f"({err.strerror or err}); using the default settings.")
+    try:
+        text = raw.decode("utf-8-sig")  # -sig: a leading byte order mark is fine
+    except UnicodeDecodeError as err:
+        return _damaged(path, f"it is not UTF-8 text (byte {err.start})")
     try:
         data = json.loads(text)
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
     except ValueError:
-        backup = path.with_name(path.name + ".corrupt")
-        try:
-            os.replace(path, backup)
-            where = f" It was kept as {backup}."
-        except OSError:
-            where = ""
-        log.warning("settings file %s is corrupt; using defaults", path)
-        return LoadedSettings(AppSettings(), f"The settings file {path} was damaged, so the default settings "
-                                             f"are in use.{where}")
+        return _damaged(path, "it is not a JSON object")
     settings, bad = settings_from_dict(data)
     notice = None
     if bad:
         notice = f"Some settings could not be read and were reset to their defaults: {', '.join(sorted(bad))}."
         log.warning("settings %s: unusable fields %s", path, bad)
     return LoadedSettings(settings, notice)
+
+
+def _damaged(path: Path, why: str) -> LoadedSettings:
+    log.warning("settings file %s is damaged (%s); using defaults", path, why)
+    try:
+        backup = _backup_damaged(path)
+        where = f" It was kept as {backup}."
+    except OSError:
+        where = ""
+    return LoadedSettings(AppSettings(), f"The settings file {path} was damaged ({why}), so the default "
+                                         f"settings are in use.{where}")
+
+
+def _existing_backups(path: Path) -> list[Path]:
+    """Our backups of ``path``, oldest first (the plain ``.corrupt`` is always the first made)."""
+    pattern = re.compile(re.escape(path.name) + _BACKUP_RE + "$")
+    found = []
+    for entry in path.parent.iterdir():
+        m = pattern.match(entry.name)
+        if m is not None:
+            found.append(((m.group(1) or ""), int(m.group(2) or 0), entry))
+    return [entry for _stamp, _n, entry in sorted(found)]
+
+
+def _backup_damaged(path: Path) -> Path:
+    """Move a damaged settings file aside without overwriting an earlier backup; keep the
+    newest :data:`MAX_CORRUPT_BACKUPS`."""
+    existing = _existing_backups(path)
+    if not existing:
+        backup = path.with_name(path.name + ".corrupt")
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        # Several in one second: count past the highest number in use, so the names keep
+        # sorting oldest-first even after older ones were removed.
+        pattern = re.compile(re.escape(f"{path.name}.corrupt-{stamp}") + r"(?:-(\d+))?$")
+        used = [int(m.group(1) or 1) for m in (pattern.match(p.name) for p in existing) if m]
+        n = max(used, default=0) + 1
+        backup = path.with_name(f"{path.name}.corrupt-{stamp}" + (f"-{n}" if n > 1 else ""))
+    os.replace(path, backup)
+    for old in _existing_backups(path)[:-MAX_CORRUPT_BACKUPS]:
+        try:
+            old.unlink()
+        except OSError:
+            pass
+    return backup
 
 
 def save_settings(settings: AppSettings, path: Path | None = None) -> None:

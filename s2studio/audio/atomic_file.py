@@ -86,8 +86,8 @@ def resolve_output_path(dest: str | os.PathLike[str]) -> str:
     real = os.path.realpath(dest)
     try:
         st = os.stat(real)
-    except FileNotFoundError:
-        return real
+    except (FileNotFoundError, NotADirectoryError):
+        return real  # new file (or a missing folder, which check_output_path words)
     except OSError as err:
         raise OutputPathError(dest, f"cannot be checked ({err.strerror or err}).") from None
     if not stat.S_ISREG(st.st_mode):

@@ -91,3 +91,44 @@ def test_settings_dialog_edits_a_copy(qtbot):
     assert original.device == "cpu" and original.gpu_layers == -1  # untouched until applied
     # without PortAudio the audio tab says why and cannot be edited
     assert not dialog.input_device.isEnabled()
+
+
+def test_non_utf8_settings_start_with_defaults_and_a_notice(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_bytes(b'{"model_path": "/m\xff.gguf"}')  # one byte that is not UTF-8
+    loaded = load_settings(path)  # used to raise UnicodeDecodeError on every launch
+    assert loaded.settings == AppSettings()
+    assert "damaged" in loaded.notice and "UTF-8" in loaded.notice
+    assert (tmp_path / "settings.json.corrupt").read_bytes() == b'{"model_path": "/m\xff.gguf"}'
+
+
+def test_a_byte_order_mark_is_fine(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"top_k": 12}).encode("utf-8"))
+    loaded = load_settings(path)
+    assert loaded.notice is None and loaded.settings.top_k == 12
+    assert [p.name for p in tmp_path.iterdir()] == ["settings.json"]
+
+
+def test_each_damaged_file_gets_its_own_backup_and_only_a_few_are_kept(tmp_path):
+    from s2studio.app.settings import MAX_CORRUPT_BACKUPS
+
+    path = tmp_path / "settings.json"
+    for i in range(MAX_CORRUPT_BACKUPS + 3):
+        path.write_text(f"broken {i}", encoding="utf-8")
+        assert str(tmp_path) in load_settings(path).notice
+    backups = sorted(p for p in tmp_path.iterdir() if p.name.startswith("settings.json.corrupt"))
+    assert len(backups) == MAX_CORRUPT_BACKUPS
+    kept = {p.read_text("utf-8") for p in backups}
+    assert kept == {f"broken {i}" for i in range(3, MAX_CORRUPT_BACKUPS + 3)}  # the newest ones
+
+
+def test_settings_that_are_a_pipe_do_not_hang_the_start(tmp_path):
+    import os
+
+    if os.name != "posix":
+        return
+    path = tmp_path / "settings.json"
+    os.mkfifo(path)
+    loaded = load_settings(path)
+    assert loaded.settings == AppSettings() and "not a settings file" in loaded.notice

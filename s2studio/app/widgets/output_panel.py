@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 from s2studio.app.audio_service import AudioService
 from s2studio.app.widgets.waveform import WaveformView
 from s2studio.audio import write_wav
+from s2studio.audio.atomic_file import OutputPathError, check_output_path
 
 OWNER = "output"
 
@@ -224,7 +225,13 @@ class OutputPanel(QWidget):
         if not path.lower().endswith((".wav", ".wave")):
             path += ".wav"
         try:
+            # A folder that vanished, a read-only disk, a name that is a folder or a device:
+            # one clear sentence before anything is written.
+            check_output_path(path)
             write_wav(path, take.audio, take.sample_rate)  # atomic: temp file + rename
+        except OutputPathError as err:
+            self.problem.emit(f"Could not export: {err}")
+            return None
         except (OSError, ValueError) as err:
             self.problem.emit(f"Could not write {path}: {getattr(err, 'strerror', None) or err}")
             return None

@@ -28,7 +28,8 @@ def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
 
 
 def synth(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return cli("synth", "-m", TTS / "model.gguf", "--codec-cpu", "--log-level", "error", *args, cwd=cwd)
+    return cli("synth", "-m", TTS / "model.gguf", "--codec-cpu", "--log-level", "error", "--max-tokens", "2", *args,
+               cwd=cwd)
 
 
 def one_line_error(r: subprocess.CompletedProcess, *fragments: str) -> str:
@@ -152,6 +153,10 @@ def test_shared_options_before_and_after_the_command(tmp_path):
     assert r.returncode == 0 and str(vdir) in r.stdout, r.stderr
     r = cli("devices", "--log-level", "error")
     assert r.returncode == 0, r.stderr
+    r = cli("--voice-dir", vdir, "voices", "list")
+    assert r.returncode == 0 and str(vdir) in r.stdout, r.stderr
+    r = cli("--voice-dir", tmp_path / "outer", "synth", "--list-voices", "--voice-dir", vdir)
+    assert r.returncode == 0 and str(vdir) in r.stdout, r.stderr
     # the innermost value wins
     r = cli("--log-level", "debug", "voices", "list", "--voice-dir", vdir, "--log-level", "error")
     assert r.returncode == 0 and "DEBUG" not in r.stderr, r.stderr

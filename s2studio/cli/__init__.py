@@ -4,11 +4,12 @@ Each subcommand lives in its own module with a ``register(subparsers)`` function
 its parser and sets ``handler``. The handler returns an exit code. ``S2Error``s become one
 line on stderr and exit code 2; other exceptions are bugs and keep their traceback.
 
-Shared options (``--log-level`` everywhere, ``--voice-dir`` on the commands that use voices)
+Shared options (``--log-level`` for every command, ``--voice-dir`` for synth, voices and serve)
 are accepted before and after the subcommand: ``s2studio --log-level debug synth`` and
-``s2studio synth --log-level debug``, ``voices --voice-dir X add`` and ``voices add --voice-dir
-X``. The outermost parser holds the default; the inner copies default to "not given"
-(``argparse.SUPPRESS``) so they cannot overwrite a value given further out.
+``s2studio synth --log-level debug``, ``s2studio --voice-dir X voices add``, ``voices
+--voice-dir X add`` and ``voices add --voice-dir X``. The top-level parser holds the default;
+the inner copies default to "not given" (``argparse.SUPPRESS``) so they cannot overwrite a
+value given further out, and the innermost value given wins.
 
 SIGTERM and SIGHUP end the command the way Ctrl+C does (``finally`` blocks and context
 managers run), so an interrupted ``--stream-file`` removes its temp file.
@@ -41,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"s2studio {__version__}")
     add_log_level(parser, outermost=True)
+    add_voice_dir(parser, outermost=True,
+                  helptext="voice library folder for synth, voices and serve (default: the app's voice folder)")
     parser.add_argument("--self-test", action="store_true",
                         help="check the installation (imports, a tiny model, one second of speech, the window) "
                              "and exit")
@@ -73,8 +76,8 @@ def add_log_level(parser: argparse.ArgumentParser, *, outermost: bool = False) -
                         help="logging verbosity (default: info)")
 
 
-def add_voice_dir(parser: argparse.ArgumentParser, *, outermost: bool = True, helptext: str | None = None) -> None:
-    """``--voice-dir``: the outermost parser of a command holds the default, nested ones suppress it."""
+def add_voice_dir(parser: argparse.ArgumentParser, *, outermost: bool = False, helptext: str | None = None) -> None:
+    """``--voice-dir``: only the top-level parser carries the default (see the module docstring)."""
     parser.add_argument("--voice-dir", default=None if outermost else argparse.SUPPRESS,
                         help=helptext or "voice library folder (default: the app's voice folder)")
 
@@ -83,14 +86,25 @@ def _terminate_like_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _install_termination_handlers() -> None:
+def _install_termination_handlers() -> dict:
+    """Route SIGTERM/SIGHUP to KeyboardInterrupt; returns the handlers to put back."""
+    previous = {}
     for name in ("SIGTERM", "SIGHUP"):
         sig = getattr(signal, name, None)
         if sig is not None:
             try:
-                signal.signal(sig, _terminate_like_interrupt)
+                previous[sig] = signal.signal(sig, _terminate_like_interrupt)
             except (ValueError, OSError):  # not the main thread, or not allowed here
                 pass
+    return previous
+
+
+def _restore_handlers(previous: dict) -> None:
+    for sig, handler in previous.items():
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError, TypeError):
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_app()
     setup_logging(getattr(args, "log_level", "info").replace("warn", "warning"))
-    _install_termination_handlers()
+    previous_handlers = _install_termination_handlers()
     try:
         return int(args.handler(args) or 0)
     except S2Error as exc:
@@ -119,3 +133,5 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        _restore_handlers(previous_handlers)

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    from s2studio.cli import add_log_level
+    from s2studio.cli import add_log_level, add_voice_dir
     from s2studio.cli.synth import add_engine_options, add_sampling_options
     from s2studio.server.config import (DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS,
                                         DEFAULT_MAX_TEXT_CHARS, DEFAULT_MAX_UPLOAD_MB, DEFAULT_PORT,
@@ -99,8 +99,8 @@ def register(subparsers) -> None:
     add_engine_options(p)
     p.add_argument("-H", "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("-P", "--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    p.add_argument("--voice-dir", default=None,
-                   help="folder of .s2voice voices; requests cannot reach outside it (default: the studio's)")
+    add_voice_dir(p, outermost=False,
+                  helptext="folder of .s2voice voices; requests cannot reach outside it (default: the studio's)")
     p.add_argument("--queue-depth", type=_non_negative, default=DEFAULT_QUEUE_DEPTH,
                    help=f"requests that may wait behind the running one; beyond that 503 "
                         f"(default {DEFAULT_QUEUE_DEPTH}; 0 = s2.cpp's behaviour)")

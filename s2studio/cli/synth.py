@@ -180,10 +180,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.stream_file:
             # PCM16 written as it is decoded, no post-processing (as s2.cpp's --stream-file).
-            with writing(args.output), StreamingWavWriter(args.output, pipeline.sample_rate) as writer:
+            with writing(args.output):
+                writer = StreamingWavWriter(args.output, pipeline.sample_rate)
+            try:
                 for chunk in job:
-                    writer.write(chunk.samples)
+                    with writing(args.output):
+                        writer.write(chunk.samples)
                     progress.update(chunk)
+                with writing(args.output):
+                    writer.close()
+            finally:
+                writer.abort()  # no-op once closed; otherwise removes the temp file
         else:
             for chunk in job:
                 progress.update(chunk)
@@ -301,7 +308,7 @@ def register(subparsers) -> None:
                                                 "--save-voice)")
     p.add_argument("--save-voice", action="store_true",
                    help="encode --prompt-audio once and save it as voice --voice for later runs")
-    add_voice_dir(p)
+    add_voice_dir(p, outermost=False)
     p.add_argument("--list-voices", action="store_true",
                    help="list the saved voices and exit (with --server: the server's voices)")
     p.add_argument("--segment-sentences", action="store_true",

@@ -93,7 +93,7 @@ def register(subparsers) -> None:
     from s2studio.cli.synth import add_engine_options
 
     p = subparsers.add_parser("voices", help="manage saved voices", description="Manage the voice library.")
-    add_voice_dir(p)
+    add_voice_dir(p, outermost=False)
     add_log_level(p)
     sub = p.add_subparsers(dest="voices_command", metavar="ACTION", required=True)
 

@@ -560,12 +560,12 @@ class VoiceLibrary:
                 voice_id = name[: -len(REFERENCE_SUFFIX)]
             elif name.endswith(SIDECAR_SUFFIX):
                 voice_id = name[: -len(SIDECAR_SUFFIX)]
-                if self._read_sidecar(voice_id).get("format") != SIDECAR_FORMAT:
-                    continue  # some other JSON file: not ours to remove
             else:
                 continue
             if f"{voice_id}{VOICE_SUFFIX}" in name_set:
                 continue
+            if name.endswith(SIDECAR_SUFFIX) and self._read_sidecar(voice_id).get("format") != SIDECAR_FORMAT:
+                continue  # some other JSON file: not ours to remove
             # Commit record first, then the .s2voice: a writer renames the sidecar and clip
             # before the .s2voice, and removes its record only after.
             if self._commit_path(voice_id).exists() or (self.folder / f"{voice_id}{VOICE_SUFFIX}").exists():

@@ -190,3 +190,37 @@ def test_a_good_file_still_reads(tmp_path):
     path.write_bytes(_header(3, 2) + b"hi\0")
     with pytest.raises(VoiceFileError, match="truncated"):
         read_s2voice(path)
+
+
+@posix_only
+def test_a_symlinked_voice_is_replaced_at_its_target_and_a_pipe_is_refused(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    lib = VoiceLibrary(tmp_path / "lib")
+    lib.save("alice", _codes(1), "old words", name="Old")
+    os.replace(lib.folder / "alice.s2voice", store / "alice.s2voice")
+    (lib.folder / "alice.s2voice").symlink_to(store / "alice.s2voice")
+    os.chmod(store / "alice.s2voice", 0o600)
+    lib.save("alice", _codes(2), "new words", name="New", overwrite=True)
+    assert (lib.folder / "alice.s2voice").is_symlink()
+    assert read_s2voice(store / "alice.s2voice").transcript == "new words"
+    assert os.stat(store / "alice.s2voice").st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in store.iterdir()) == ["alice.s2voice"]
+    os.mkfifo(lib.folder / "bob.json")
+    from s2studio.audio.atomic_file import OutputPathError
+
+    with pytest.raises(OutputPathError, match="named pipe"):
+        lib.save("bob", _codes(3), "bob", name="Bob")
+    assert sorted(p.name for p in lib.folder.iterdir()) == ["alice.json", "alice.s2voice", "bob.json"]
+
+
+def test_a_foreign_commit_record_is_ignored(tmp_path):
+    lib = VoiceLibrary(tmp_path)
+    lib.save("alice", _codes(1), "t", name="A")
+    victim = tmp_path.parent / f"{tmp_path.name}-victim.txt"
+    victim.write_text("keep")
+    (tmp_path / ".evil.commit.json").write_text(json.dumps(
+        {"id": "evil", "moves": [[str(tmp_path / "alice.s2voice"), str(victim)]], "remove": ["../x", "alice.s2voice"]}))
+    VoiceLibrary(tmp_path)
+    assert victim.read_text() == "keep" and (tmp_path / "alice.s2voice").is_file()
+    assert not (tmp_path / ".evil.commit.json").exists()

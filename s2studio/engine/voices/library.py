@@ -44,6 +44,7 @@ from s2studio.audio.atomic_file import (
     read_regular_file,
     remove_quietly,
     remove_stale_temp_files,
+    resolve_output_path,
 )
 from s2studio.engine.voices.voice_file import (
     DEFAULT_CODEBOOK_SIZE,
@@ -460,38 +461,49 @@ class VoiceLibrary:
 
     # -- one-unit replace ------------------------------------------------------------------
     def _commit(self, voice_id: str, files: dict[str, bytes], remove: list[str]) -> None:
-        """Write ``files`` (final name -> bytes) and remove ``remove`` as one unit."""
+        """Write ``files`` (final name -> bytes) and remove ``remove`` as one unit.
+
+        Each file goes to its real path: a voice file that is a symlink is updated at its
+        target (staged beside the target, so the rename stays on one file system), and one
+        that is a pipe, device or socket is refused before anything is written."""
         self.folder.mkdir(parents=True, exist_ok=True)
+        targets = {final: resolve_output_path(self.folder / final) for final in files}
         staged: list[tuple[str, str]] = []
         record = self._commit_path(voice_id)
         try:
             for final, data in files.items():
-                staged.append((self._stage(final, data), final))
+                staged.append((self._stage(targets[final], data), targets[final]))
             record_data = json.dumps({"id": voice_id, "moves": staged, "remove": remove}).encode("utf-8")
             _write_atomic(str(record), record_data)
         except BaseException:
-            for temp, _final in staged:
-                remove_quietly(str(self.folder / temp))
+            for temp, _target in staged:
+                remove_quietly(temp)
             raise
         # From here on the replace is decided: whatever stops us, the next start finishes it.
         self._apply_commit(record)
 
-    def _stage(self, final_name: str, data: bytes) -> str:
-        fd, path = tempfile.mkstemp(prefix=f".{final_name}.s2stage-{os.getpid()}.", suffix=".part",
-                                    dir=self.folder)
+    @staticmethod
+    def _stage(target: str, data: bytes) -> str:
+        """Write ``data`` fully (fsynced) to a staging file beside ``target``; return its path."""
+        folder, name = os.path.split(target)
+        fd, path = tempfile.mkstemp(prefix=f".{name}.s2stage-{os.getpid()}.", suffix=".part", dir=folder)
         try:
             with os.fdopen(fd, "wb") as fh:
                 if os.name == "posix":
-                    umask = os.umask(0)
-                    os.umask(umask)
-                    os.fchmod(fh.fileno(), 0o666 & ~umask)
+                    try:
+                        mode = stat.S_IMODE(os.stat(target).st_mode)  # a replaced file keeps its mode
+                    except FileNotFoundError:
+                        umask = os.umask(0)
+                        os.umask(umask)
+                        mode = 0o666 & ~umask
+                    os.fchmod(fh.fileno(), mode)
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
         except BaseException:
             remove_quietly(path)
             raise
-        return os.path.basename(path)
+        return path
 
     def _apply_commit(self, record: Path) -> None:
         """Carry out a commit record; safe to repeat and to run from two processes at once."""
@@ -504,19 +516,21 @@ class VoiceLibrary:
         except (OSError, ValueError, KeyError, TypeError, UnreadableFileError):
             remove_quietly(str(record))  # not ours or unusable: its staged files get swept
             return
-        safe = all(os.path.basename(n) == n and n not in ("", ".", "..") for pair in moves for n in pair)
-        if not safe or not all(os.path.basename(n) == n for n in removals):
-            remove_quietly(str(record))
+        if not all(_is_our_move(temp, target) for temp, target in moves) or not all(
+            _is_voice_file_name(n) for n in removals
+        ):
+            remove_quietly(str(record))  # not written by us: do nothing it asks
             return
-        for temp, final in moves:
+        for temp, target in moves:
             try:
-                os.replace(self.folder / temp, self.folder / final)
+                os.replace(temp, target)
             except FileNotFoundError:
                 pass  # renamed already (by us before a crash, or by another process)
         for name in removals:
             remove_quietly(str(self.folder / name))
         remove_quietly(str(record))
-        fsync_folder(str(self.folder))
+        for folder in {str(self.folder)} | {os.path.dirname(target) for _temp, target in moves}:
+            fsync_folder(folder)
 
     def _finish_pending_commits(self) -> None:
         try:
@@ -609,6 +623,27 @@ class VoiceLibrary:
         if sample_rate != CODEC_SAMPLE_RATE:
             samples = resample(samples, sample_rate, CODEC_SAMPLE_RATE)
         return samples
+
+
+_VOICE_FILE_SUFFIXES = (VOICE_SUFFIX, SIDECAR_SUFFIX, REFERENCE_SUFFIX)
+
+
+def _is_voice_file_name(name: str) -> bool:
+    """A plain file name in the voice folder (no path) of one of a voice's files."""
+    return os.path.basename(name) == name and not name.startswith(".") and name.endswith(_VOICE_FILE_SUFFIXES)
+
+
+def _is_our_move(temp: str, target: str) -> bool:
+    """A commit record only ever renames one of our staging files onto a voice file beside it."""
+    m = _STAGE_RE.match(os.path.basename(temp))
+    return (
+        os.path.isabs(temp)
+        and os.path.isabs(target)
+        and m is not None
+        and m.group(1) == os.path.basename(target)
+        and os.path.dirname(temp) == os.path.dirname(target)
+        and target.endswith(_VOICE_FILE_SUFFIXES)
+    )
 
 
 def _sidecar_bytes(meta: dict) -> bytes:

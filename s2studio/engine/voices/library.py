@@ -28,7 +28,6 @@ import json
 import os
 import re
 import stat
-import tempfile
 import time
 import unicodedata
 from dataclasses import dataclass
@@ -40,11 +39,15 @@ import numpy as np
 from s2studio.audio import CODEC_SAMPLE_RATE, SAMPLES_PER_CODE_FRAME, read_audio, resample, wav_bytes
 from s2studio.audio.atomic_file import (
     UnreadableFileError,
-    fsync_folder,
     read_regular_file,
     remove_quietly,
     remove_stale_temp_files,
-    resolve_output_path,
+)
+from s2studio.engine.voices.voice_commit import (
+    commit_files,
+    commit_record_path,
+    finish_pending_commits,
+    sweep_staged_files,
 )
 from s2studio.engine.voices.voice_file import (
     DEFAULT_CODEBOOK_SIZE,
@@ -65,10 +68,6 @@ MAX_ID_LENGTH = 64
 MAX_EXISTING_ID_LENGTH = 200  # leaves room for ".ref.wav" within a 255-byte file name
 MAX_SIDECAR_BYTES = 4 << 20  # a transcript and a few fields; anything larger is not ours
 
-COMMIT_SUFFIX = ".commit.json"
-_COMMIT_RE = re.compile(r"^\.(.+)\.commit\.json$")
-# staged files of a replace: ".<final name>.s2stage-<pid>.<random>.part"
-_STAGE_RE = re.compile(r"^\.(.+)\.s2stage-(\d+)\.[A-Za-z0-9_]{8}\.part$")
 # temp files of versions before the pid was in the name: ".<final name>.<random>.part"
 _OLD_TEMP_RE = re.compile(r"^\.(.+\.(?:s2voice|json|ref\.wav))\.[A-Za-z0-9_]{8}\.part$")
 _OLD_TEMP_STALE_SECONDS = 3600
@@ -274,7 +273,7 @@ class VoiceLibrary:
         return self.folder / f"{voice_id}{REFERENCE_SUFFIX}"
 
     def _commit_path(self, voice_id: str) -> Path:
-        return self.folder / f".{voice_id}{COMMIT_SUFFIX}"
+        return commit_record_path(self.folder, voice_id)
 
     def exists(self, voice_id: str) -> bool:
         return self._resolve_id(voice_id) is not None
@@ -459,87 +458,13 @@ class VoiceLibrary:
         remove_quietly(str(self._sidecar_path(stored)))
         remove_quietly(str(self._reference_path(stored)))
 
-    # -- one-unit replace ------------------------------------------------------------------
+    # -- one-unit replace (see voice_commit) --------------------------------------------------
     def _commit(self, voice_id: str, files: dict[str, bytes], remove: list[str]) -> None:
-        """Write ``files`` (final name -> bytes) and remove ``remove`` as one unit.
-
-        Each file goes to its real path: a voice file that is a symlink is updated at its
-        target (staged beside the target, so the rename stays on one file system), and one
-        that is a pipe, device or socket is refused before anything is written."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        targets = {final: resolve_output_path(self.folder / final) for final in files}
-        staged: list[tuple[str, str]] = []
-        record = self._commit_path(voice_id)
-        try:
-            for final, data in files.items():
-                staged.append((self._stage(targets[final], data), targets[final]))
-            record_data = json.dumps({"id": voice_id, "moves": staged, "remove": remove}).encode("utf-8")
-            _write_atomic(str(record), record_data)
-        except BaseException:
-            for temp, _target in staged:
-                remove_quietly(temp)
-            raise
-        # From here on the replace is decided: whatever stops us, the next start finishes it.
-        self._apply_commit(record)
-
-    @staticmethod
-    def _stage(target: str, data: bytes) -> str:
-        """Write ``data`` fully (fsynced) to a staging file beside ``target``; return its path."""
-        folder, name = os.path.split(target)
-        fd, path = tempfile.mkstemp(prefix=f".{name}.s2stage-{os.getpid()}.", suffix=".part", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                if os.name == "posix":
-                    try:
-                        mode = stat.S_IMODE(os.stat(target).st_mode)  # a replaced file keeps its mode
-                    except FileNotFoundError:
-                        umask = os.umask(0)
-                        os.umask(umask)
-                        mode = 0o666 & ~umask
-                    os.fchmod(fh.fileno(), mode)
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-        except BaseException:
-            remove_quietly(path)
-            raise
-        return path
-
-    def _apply_commit(self, record: Path) -> None:
-        """Carry out a commit record; safe to repeat and to run from two processes at once."""
-        try:
-            plan = json.loads(read_regular_file(record, MAX_SIDECAR_BYTES, what="commit record").decode("utf-8"))
-            moves = [(str(t), str(f)) for t, f in plan["moves"]]
-            removals = [str(n) for n in plan.get("remove", [])]
-        except FileNotFoundError:
-            return  # someone else finished it
-        except (OSError, ValueError, KeyError, TypeError, UnreadableFileError):
-            remove_quietly(str(record))  # not ours or unusable: its staged files get swept
-            return
-        if not all(_is_our_move(temp, target) for temp, target in moves) or not all(
-            _is_voice_file_name(n) for n in removals
-        ):
-            remove_quietly(str(record))  # not written by us: do nothing it asks
-            return
-        for temp, target in moves:
-            try:
-                os.replace(temp, target)
-            except FileNotFoundError:
-                pass  # renamed already (by us before a crash, or by another process)
-        for name in removals:
-            remove_quietly(str(self.folder / name))
-        remove_quietly(str(record))
-        for folder in {str(self.folder)} | {os.path.dirname(target) for _temp, target in moves}:
-            fsync_folder(folder)
+        commit_files(self.folder, self._commit_path(voice_id), files, remove)
 
     def _finish_pending_commits(self) -> None:
-        try:
-            names = os.listdir(self.folder)
-        except OSError:
-            return
-        for name in names:
-            if _COMMIT_RE.match(name):
-                self._apply_commit(self.folder / name)
+        finish_pending_commits(self.folder)
 
     def recover(self) -> None:
         """Finish interrupted replaces, then remove what crashed writers left: staged and temp
@@ -552,14 +477,10 @@ class VoiceLibrary:
             names = os.listdir(self.folder)
         except OSError:
             return
+        sweep_staged_files(self.folder)
         name_set = set(names)
         for name in names:
             path = self.folder / name
-            stage = _STAGE_RE.match(name)
-            if stage is not None:
-                if not _pid_alive(int(stage.group(2))):
-                    _remove_regular(path)
-                continue
             old = _OLD_TEMP_RE.match(name)
             if old is not None:
                 try:
@@ -569,7 +490,7 @@ class VoiceLibrary:
                     pass
                 continue
             if name.startswith("."):
-                continue
+                continue  # staging files, commit records, temp files: handled above
             if name.endswith(REFERENCE_SUFFIX):
                 voice_id = name[: -len(REFERENCE_SUFFIX)]
             elif name.endswith(SIDECAR_SUFFIX):
@@ -625,27 +546,6 @@ class VoiceLibrary:
         return samples
 
 
-_VOICE_FILE_SUFFIXES = (VOICE_SUFFIX, SIDECAR_SUFFIX, REFERENCE_SUFFIX)
-
-
-def _is_voice_file_name(name: str) -> bool:
-    """A plain file name in the voice folder (no path) of one of a voice's files."""
-    return os.path.basename(name) == name and not name.startswith(".") and name.endswith(_VOICE_FILE_SUFFIXES)
-
-
-def _is_our_move(temp: str, target: str) -> bool:
-    """A commit record only ever renames one of our staging files onto a voice file beside it."""
-    m = _STAGE_RE.match(os.path.basename(temp))
-    return (
-        os.path.isabs(temp)
-        and os.path.isabs(target)
-        and m is not None
-        and m.group(1) == os.path.basename(target)
-        and os.path.dirname(temp) == os.path.dirname(target)
-        and target.endswith(_VOICE_FILE_SUFFIXES)
-    )
-
-
 def _sidecar_bytes(meta: dict) -> bytes:
     return json.dumps(meta, ensure_ascii=False, indent=2).encode("utf-8") + b"\n"
 
@@ -657,20 +557,6 @@ def _sidecar_matches(meta: dict, profile: VoiceProfile) -> bool:
     if not isinstance(want, str):
         return True
     return hashlib.sha256(encode_s2voice(profile)).hexdigest() == want
-
-
-def _pid_alive(pid: int) -> bool:
-    if os.name != "posix":
-        return True  # cannot ask without risk (os.kill terminates on Windows); keep the file
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def _remove_regular(path: Path) -> None:

@@ -138,6 +138,7 @@ def test_ids_that_differ_only_in_case_are_one_voice(tmp_path):
     lib = VoiceLibrary(tmp_path)
     lib.save("alice", _codes(1), "t", name="Alice")
     assert lib.exists("ALICE") and lib.get("ALICE").id == "alice"
+    assert lib.path_for("ALICE") == tmp_path / "alice.s2voice"  # what callers open after exists()
     assert resolve_voice_path(tmp_path, "Alice") == (tmp_path / "alice.s2voice").resolve()
     info = lib.save("Alice", _codes(2), "u", name="A2", overwrite=True)
     assert info.id == "alice"

@@ -264,6 +264,14 @@ class VoiceLibrary:
 
     # -- paths ---------------------------------------------------------------------------
     def path_for(self, voice_id: str) -> Path:
+        """The voice's .s2voice file: the stored spelling when the id exists in another case."""
+        exact = self._exact_path(voice_id)
+        if exact.is_file():
+            return exact
+        stored = self._existing_id_like(voice_id)
+        return self._exact_path(stored) if stored is not None else exact
+
+    def _exact_path(self, voice_id: str) -> Path:
         return self.folder / f"{check_existing_voice_id(voice_id)}{VOICE_SUFFIX}"
 
     def _sidecar_path(self, voice_id: str) -> Path:
@@ -281,7 +289,7 @@ class VoiceLibrary:
     def _resolve_id(self, voice_id: str) -> str | None:
         """The stored id ``voice_id`` names: itself when that file exists, else the one
         existing id equal to it ignoring case (on case-sensitive disks too), else None."""
-        if self.path_for(voice_id).is_file():
+        if self._exact_path(voice_id).is_file():
             return voice_id
         return self._existing_id_like(voice_id)
 

@@ -115,7 +115,8 @@ def register(subparsers) -> None:
     a.add_argument("--name", default=None, help="display name")
     a.add_argument("--language", default="")
     a.add_argument("--notes", default="")
-    a.add_argument("--overwrite", action="store_true")
+    a.add_argument("--overwrite", action="store_true",
+                   help="replace the voice with this id (ids ignore case: Alice replaces alice)")
     add_engine_options(a)
     a.set_defaults(handler=run_add)
     r = action("remove", "delete a voice and its files")
@@ -129,7 +130,8 @@ def register(subparsers) -> None:
     i.add_argument("file")
     i.add_argument("--id", default=None)
     i.add_argument("--name", default=None)
-    i.add_argument("--overwrite", action="store_true")
+    i.add_argument("--overwrite", action="store_true",
+                   help="replace the voice with this id (ids ignore case: Alice replaces alice)")
     i.set_defaults(handler=run_import)
 
     d = subparsers.add_parser("devices", help="list the devices torch can use")

@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 WELCOME_PAGE, STUDIO_PAGE = 0, 1
 DEFAULT_SIZE = (1180, 760)  # the window's size when the screen has room for it
 SCREEN_SHARE = 0.92  # of the available screen, at most, for the initial window
+MINIMUM_SIZE = (360, 300)  # below the pages' own minimum they scroll; no smaller than the screen
 ENGINE, TEXT, EXPORT, SETTINGS = "engine", "text", "export", "settings"  # banner causes (see the docstring)
 
 
@@ -178,6 +179,7 @@ class MainWindow(QMainWindow):
             self.resize(*DEFAULT_SIZE)
             return
         room = screen.availableGeometry()
+        self.setMinimumSize(min(MINIMUM_SIZE[0], room.width()), min(MINIMUM_SIZE[1], room.height()))
         self.resize(min(DEFAULT_SIZE[0], int(room.width() * SCREEN_SHARE)),
                     min(DEFAULT_SIZE[1], int(room.height() * SCREEN_SHARE)))
         frame = self.frameGeometry()

@@ -132,3 +132,66 @@ def test_settings_that_are_a_pipe_do_not_hang_the_start(tmp_path):
     os.mkfifo(path)
     loaded = load_settings(path)
     assert loaded.settings == AppSettings() and "not a settings file" in loaded.notice
+
+
+def _visible_texts(widget):
+    from PySide6.QtWidgets import QAbstractButton, QLabel
+
+    found = [*widget.findChildren(QLabel), *widget.findChildren(QAbstractButton)]
+    return [w.text() for w in found if w.isVisibleTo(widget)]
+
+
+def test_gpu_layers_only_for_a_gpu_and_all_said_once(qtbot):
+    from s2studio.app.widgets.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(AppSettings(device="cpu", gpu_layers=-1),
+                            engine_devices=[("cpu", "CPU"), ("cuda:0", "Test GPU (8.0 GiB)")])
+    qtbot.addWidget(dialog)
+    row = dialog.gpu_layers.parentWidget()
+    assert _visible_texts(row).count("all") == 1
+    assert not dialog.gpu_layers.isEnabled() and not dialog.gpu_layers_all.isEnabled()  # meaningless on a CPU
+    dialog.gpu_layers_all.setChecked(False)
+    assert not dialog.gpu_layers.isEnabled()
+    dialog.device.setCurrentIndex(dialog.device.findData("cuda:0"))
+    assert dialog.gpu_layers.isEnabled() and dialog.gpu_layers_all.isEnabled()
+    dialog.gpu_layers.setValue(12)
+    assert "12" in _visible_texts(row) and "all" in _visible_texts(row)
+    dialog.gpu_layers_all.setChecked(True)
+    assert not dialog.gpu_layers.isEnabled() and _visible_texts(row).count("all") == 1
+    assert dialog.result_settings().gpu_layers == -1
+
+
+def test_gpus_are_listed_at_start_without_loading_a_model(make_window, fast_settings, tts_model, qtbot,
+                                                          monkeypatch):
+    import types
+
+    import torch
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from s2studio.app.widgets.settings_dialog import SettingsDialog
+
+    # a machine with one CUDA GPU, as torch's cheap queries report it (no model, no GPU memory)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: types.SimpleNamespace(name="Test GPU", total_memory=8 * 2**30))
+    window = make_window(fast_settings(tts_model))
+    with qtbot.waitSignal(window.worker.devices_found, timeout=30_000):
+        window.detect_devices()
+    qtbot.waitUntil(lambda: window.engine_devices is not None, timeout=2000)
+    assert ("cuda:0", "Test GPU (8.0 GiB)") in window.engine_devices
+    assert not window.model_loaded and window.worker._pipeline is None
+    seen = []
+
+    def look():
+        dialog = QApplication.activeModalWidget()
+        if not isinstance(dialog, SettingsDialog):
+            QTimer.singleShot(20, look)
+            return
+        seen.extend(dialog.device.itemData(i) for i in range(dialog.device.count()))
+        dialog.reject()
+
+    QTimer.singleShot(0, look)
+    window.open_settings()
+    assert seen == ["cpu", "cuda:0"]

@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QScrollArea,
-    QSizePolicy,
     QSplitter,
     QStackedWidget,
     QVBoxLayout,
@@ -140,15 +139,17 @@ class MainWindow(QMainWindow):
         self.welcome.files_chosen.connect(self.adopt_model_files)
         self.welcome.back_requested.connect(self.leave_welcome)
         self.pages.addWidget(scrollable(self.welcome))
-        self.pages.addWidget(scrollable(self._build_studio()))
+        self.studio_page = self._build_studio()
+        self.pages.addWidget(scrollable(self.studio_page))
         self.setCentralWidget(self.pages)
         self._build_menus()
         self._build_shortcuts()
         self._build_tab_order()
         self.model_status = QLabel("Model: not loaded")
-        # the codec verdict can be long: it must not set the window's minimum width
-        self.model_status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.statusBar().addPermanentWidget(self.model_status, 1)
+        # The codec verdict can be long: it may be cut (the tooltip has it all) but must not set the
+        # window's minimum width. An explicit minimum width replaces the label's full-text one.
+        self.model_status.setMinimumWidth(1)
+        self.statusBar().addPermanentWidget(self.model_status)
 
         self.submit_request.connect(worker.submit, Qt.ConnectionType.QueuedConnection)
         self.request_devices.connect(worker.query_devices, Qt.ConnectionType.QueuedConnection)
@@ -415,6 +416,7 @@ class MainWindow(QMainWindow):
         if not self.generating:
             self.generate_bar.progress.hide()
         self.model_status.setText(f"Model loaded in {info.load_seconds:.1f} s · {self._codec_verdict()}")
+        self.model_status.setToolTip(self.model_status.text())
         self.statusBar().showMessage("Model ready.", 5000)
 
     def _on_chunk(self, samples, rate: int) -> None:

@@ -41,11 +41,11 @@ def test_loading_a_clip_and_ending_a_drag_move_nothing(make_window, fast_setting
     window = make_window(fast_settings(tts_model))
     panel = window.voice_panel
     QApplication.processEvents()
-    min_width = window.minimumSizeHint().width()
+    min_width = window.studio_page.minimumSizeHint().width()
     panel_width = panel.width()
     assert panel.load_reference_file(write_clip(tmp_path / "a-clip-with-a-rather-long-file-name.wav", 3.0))
     QApplication.processEvents()
-    assert window.minimumSizeHint().width() == min_width  # the window does not widen
+    assert window.studio_page.minimumSizeHint().width() == min_width  # the window does not widen
     assert panel.width() == panel_width
     wave = panel.waveform
     before = wave.mapTo(window, QPoint(0, 0)), wave.size()
@@ -56,7 +56,7 @@ def test_loading_a_clip_and_ending_a_drag_move_nothing(make_window, fast_setting
     QApplication.processEvents()
     assert wave.selection is not None
     assert (wave.mapTo(window, QPoint(0, 0)), wave.size()) == before  # it stays under the cursor
-    assert window.minimumSizeHint().width() == min_width
+    assert window.studio_page.minimumSizeHint().width() == min_width
 
 
 def test_trim_handles_move_with_the_keyboard(make_window, fast_settings, tts_model, tmp_path, qtbot):

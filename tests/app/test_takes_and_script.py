@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from PySide6.QtWidgets import QApplication
 
 from s2studio.app.widgets.output_panel import Take
 
@@ -15,11 +16,14 @@ def _take(text, seconds, stats):
 def test_selecting_an_older_take_shows_its_own_statistics(make_window, fast_settings, tts_model, qtbot):
     window = make_window(fast_settings(tts_model))
     window.editor.set_text("Hello world.")
+    min_width = window.studio_page.minimumSizeHint().width()
     with qtbot.waitSignal(window.worker.finished, timeout=60_000):
         window.generate()
     qtbot.waitUntil(lambda: window.output.history.count() == 1, timeout=2000)
     first = window.output.current
     assert first.stats.startswith("Segment 1/1") and window.generate_bar.stats.text() == first.stats
+    QApplication.processEvents()  # the layouts settle
+    assert window.studio_page.minimumSizeHint().width() == min_width  # a long statistics line does not widen the window
     newest = _take("Two sentences. Here.", 2.0, "Segment 2/2 · 43 frames · 2.0 s of audio · real-time factor 0.50")
     window.output.end_live(newest)
     assert window.generate_bar.stats.text() == newest.stats

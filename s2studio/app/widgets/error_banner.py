@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from s2studio.app.requests import WorkerError
+from s2studio.app.widgets.wrapping_label import WrappingLabel
 
 _STYLES = {
     "error": "background:#f8d7da; color:#58151c; border:1px solid #f1aeb5; border-radius:4px;",
@@ -38,8 +39,7 @@ class Banner(QFrame):
         self.setStyleSheet(f"QFrame#{kind}_banner {{{_STYLES[kind]}}} QLabel {{color: inherit; border: none;}}")
         layout = QHBoxLayout(self)
         layout.setContentsMargins(10, 6, 6, 6)
-        self.label = QLabel()
-        self.label.setWordWrap(True)
+        self.label = WrappingLabel()
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.label, 1)
         self.details_button = QPushButton("Details…")

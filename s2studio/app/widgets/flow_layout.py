@@ -55,20 +55,30 @@ class FlowLayout(QLayout):
         return size + QSize(m.left() + m.right(), m.top() + m.bottom())
 
     def _arrange(self, rect: QRect, move: bool) -> int:
+        """Place the items row by row (each centred vertically in its row); returns the height."""
         m = self.contentsMargins()
         area = rect.adjusted(m.left(), m.top(), -m.right(), -m.bottom())
-        x, y, line_height = area.x(), area.y(), 0
         gap = self.spacing() if self.spacing() >= 0 else self._style_spacing()
+        rows: list[list] = [[]]
+        x = area.x()
         for item in self._items:
-            hint = item.sizeHint()
-            if x + hint.width() > area.right() + 1 and line_height > 0:
-                x, y = area.x(), y + line_height + gap
-                line_height = 0
-            if move:
-                item.setGeometry(QRect(QPoint(x, y), hint))
-            x += hint.width() + gap
-            line_height = max(line_height, hint.height())
-        return y + line_height - rect.y() + m.bottom()
+            width = item.sizeHint().width()
+            if x + width > area.right() + 1 and rows[-1]:
+                rows.append([])
+                x = area.x()
+            rows[-1].append(item)
+            x += width + gap
+        y = area.y()
+        for row in rows:
+            line_height = max((item.sizeHint().height() for item in row), default=0)
+            x = area.x()
+            for item in row:
+                hint = item.sizeHint()
+                if move:
+                    item.setGeometry(QRect(QPoint(x, y + (line_height - hint.height()) // 2), hint))
+                x += hint.width() + gap
+            y += line_height + gap
+        return max(0, y - gap - rect.y()) + m.bottom()
 
     def _style_spacing(self) -> int:
         parent = self.parentWidget()

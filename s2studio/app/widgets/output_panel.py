@@ -80,6 +80,9 @@ class OutputPanel(QWidget):
         self.play_button.setToolTip("Play / pause (Space)")
         self.play_button.clicked.connect(self.toggle_play)
         self.time_label = QLabel("0:00.0 / 0:00.0")
+        # one width for every text it shows ("0:01.2 generated" is wider than "0:00.0 / 0:01.2"): a
+        # label that changes width moves the buttons beside it and can widen a narrow window
+        self.time_label.setMinimumWidth(self.time_label.fontMetrics().horizontalAdvance("00:00.0 / 00:00.0") + 8)
         self.export_button = QPushButton("Export WAV…")
         self.export_button.setToolTip("Save the take as a WAV file (Ctrl+S)")
         self.export_button.clicked.connect(self.export_current)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPalette, QPen
-from PySide6.QtWidgets import QSizePolicy, QStyle, QStyleOptionFocusRect, QWidget
+from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from s2studio.app.peaks import peak_buckets
 
@@ -208,8 +208,8 @@ class WaveformView(QWidget):
             x = self._x_of(self._playhead)
             p.setPen(QPen(pal.color(QPalette.ColorRole.Text), 2))
             p.drawLine(QPointF(x, 0), QPointF(x, h))
-        if self.hasFocus():
-            option = QStyleOptionFocusRect()
-            option.initFrom(self)
-            self.style().drawPrimitive(QStyle.PrimitiveElement.PE_FrameFocusRect, option, p, self)
+        if self.hasFocus():  # a plain frame in the accent colour: the style's dotted one is too faint here
+            p.setPen(QPen(accent, 2))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.drawRect(QRectF(1, 1, self.width() - 2, h - 2))
         p.end()

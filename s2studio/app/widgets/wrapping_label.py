@@ -9,17 +9,33 @@ window's minimum size — account for the wrapped lines.
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel
+from PySide6.QtCore import QSize
+from PySide6.QtWidgets import QLabel, QSizePolicy
 
 
 class WrappingLabel(QLabel):
     def __init__(self, text: str = "", parent=None):
         super().__init__(text, parent)
         self.setWordWrap(True)
+        # exactly as tall as its lines: never handed spare height (a gap under a short note)
+        self.setSizePolicy(self.sizePolicy().horizontalPolicy(), QSizePolicy.Policy.Maximum)
+        self._no_height_for_width()
+
+    def _no_height_for_width(self) -> None:
+        # QLabel turns the flag back on whenever its text changes; the minimum height does its job
+        policy = self.sizePolicy()
+        if policy.hasHeightForWidth():
+            policy.setHeightForWidth(False)
+            self.setSizePolicy(policy)
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
         super().setText(text)
+        self._no_height_for_width()
         self._fit_height()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        hint = super().sizeHint()
+        return QSize(hint.width(), max(self.minimumHeight(), 1)) if self.text() else hint
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)

@@ -195,3 +195,39 @@ def test_gpus_are_listed_at_start_without_loading_a_model(make_window, fast_sett
     QTimer.singleShot(0, look)
     window.open_settings()
     assert seen == ["cpu", "cuda:0"]
+
+
+RUN_APP_UNTIL_DEVICES = """
+import os, sys
+os.environ['QT_QPA_PLATFORM'] = 'offscreen'
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from s2studio.app.main import run_app
+
+def poll():
+    window = getattr(app, 'main_window', None)
+    if window is not None and window.engine_devices is not None:
+        print(window.engine_devices, window.model_loaded)
+        app.quit()
+    else:
+        QTimer.singleShot(50, poll)
+
+QTimer.singleShot(0, poll)
+sys.exit(run_app([]))
+"""
+
+
+def test_the_app_lists_devices_at_start(isolated_dirs):
+    import ast
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # the test's env has the isolated dirs
+    out = subprocess.run([sys.executable, "-c", RUN_APP_UNTIL_DEVICES], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    devices, loaded = out.stdout.strip().splitlines()[-1].rsplit(" ", 1)
+    assert ast.literal_eval(devices)[0] == ("cpu", "CPU")  # and any GPU torch sees after it
+    assert loaded == "False"  # no model was loaded to find them

@@ -95,9 +95,9 @@ class InferenceWorker(QObject):
         """The devices the engine could run on: torch's cheap queries (no model, no GPU memory);
         here, on the worker's thread, because importing torch takes seconds."""
         try:
-            from s2studio.engine.placement import available_devices
+            from s2studio.engine.pipeline import Pipeline
 
-            found = tuple(available_devices())
+            found = tuple(Pipeline.available_devices())
         except Exception:  # noqa: BLE001 - a broken GPU driver must not stop the app: CPU only
             log.exception("listing the devices failed")
             found = (("cpu", "CPU"),)
@@ -236,7 +236,8 @@ class InferenceWorker(QObject):
         pipeline = self._ensure_loaded(request.engine)
         if not hasattr(pipeline, "encode_reference"):  # a RemoteEngine: the server's codec encodes it
             profile = pipeline.encode_voice(request.samples, request.transcript)
-            info = pipeline.voices.save(None, profile.codes, request.transcript, name=request.name,
+            info = pipeline.voices.save(request.replace_id, profile.codes, request.transcript, name=request.name,
+                                        overwrite=request.replace_id is not None,
                                         reference_audio=request.samples, sample_rate=profile.sample_rate,
                                         codebook_size=profile.codebook_size)
             self.voice_saved.emit(info)

@@ -310,6 +310,7 @@ class MainWindow(QMainWindow):
         s.model_path, s.tokenizer_path = model_path, tokenizer_path
         self.apply_settings(s)
         self.pages.setCurrentIndex(STUDIO_PAGE)
+        self.editor.edit.setFocus()
 
     def choose_model_files(self) -> None:
         """Model ▸ Choose model files…: the welcome page, with a way back when a model is set."""

@@ -79,3 +79,20 @@ def test_fixing_one_cause_leaves_another_causes_banner(make_window, fast_setting
     window.apply_settings(s)  # an engine change says nothing about the clip
     window.editor.set_text("Typed.")
     assert window.error_banner.isVisible() and "seventy.wav" in window.error_banner.text
+
+
+def test_a_voice_folder_problem_goes_after_the_next_successful_change(make_window, fast_settings, tts_model):
+    window = make_window(fast_settings(tts_model))
+    gone = window.library.save(None, np.zeros((10, 20), np.int32), "One.", name="Gone")
+    kept = window.library.save(None, np.zeros((10, 20), np.int32), "Two.", name="Kept")
+    panel = window.voice_panel
+    panel.reload_voices()
+    window.library.path_for(gone.id).unlink()  # removed behind the app's back
+    panel.ask_text = lambda *a: "New name"
+    panel.select_voice(gone.id)
+    panel.rename_selected()
+    assert window.error_banner.isVisible()
+    panel.select_voice(kept.id)
+    panel.rename_selected()
+    assert window.library.get(kept.id).info.name == "New name"
+    assert not window.error_banner.isVisible()

@@ -243,6 +243,7 @@ class VoicePanel(QWidget):
         except (S2Error, OSError) as err:
             self.problem.emit(str(err), VOICES)
             return
+        self.problem_gone.emit(VOICES)
         self.reload_voices(key)
 
     def delete_selected(self) -> None:
@@ -257,6 +258,7 @@ class VoicePanel(QWidget):
         except (S2Error, OSError) as err:
             self.problem.emit(str(err), VOICES)
             return
+        self.problem_gone.emit(VOICES)
         self.reload_voices(NO_VOICE)
 
     # Dialog hooks: separate methods so tests can answer them without a modal loop.

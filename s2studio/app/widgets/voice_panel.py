@@ -235,7 +235,12 @@ class VoicePanel(QWidget):
         key = self.current_item_key()
         if key in (None, NO_VOICE, UNSAVED_REFERENCE):
             return
-        name = self.ask_text("Rename voice", "New name:", self.library.get(key).info.name)
+        try:  # the voice may have gone from the folder since the list was read
+            current = self.library.get(key).info.name
+        except (S2Error, OSError) as err:
+            self.problem.emit(str(err), VOICES)
+            return
+        name = self.ask_text("Rename voice", "New name:", current)
         if not name:
             return
         try:

@@ -254,7 +254,7 @@ class MainWindow(QMainWindow):
         """Script first, then what acts on it, then the output, then the voice panel."""
         vp, out = self.voice_panel, self.output
         chain = [self.editor.edit, *self.editor.tag_buttons.values(), self.generate_bar.button,
-                 out.waveform, out.play_button, out.export_button, out.history, out.replay_button,
+                 out.play_button, out.export_button, out.history, out.replay_button,
                  out.reexport_button, vp.voice_list, vp.rename_button, vp.delete_button, vp.open_button,
                  vp.record_button, vp.waveform, vp.play_button, vp.transcript, vp.name_edit, vp.save_button]
         for first, second in zip(chain, chain[1:]):

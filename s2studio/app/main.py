@@ -68,6 +68,9 @@ def run_app(argv: list[str] | None = None) -> int:
     app.main_window = window
     _install_excepthook()
     window.show()
+    # After show(): the query imports torch (seconds) on the worker's thread, so the window is
+    # already up; the Settings dialog then lists the GPUs before any model is loaded.
+    window.detect_devices()
     log.info("s2studio started; log file %s", log_path)
     try:
         return app.exec()

@@ -4,6 +4,10 @@ Widgets do their own drawing and bookkeeping; this class connects them to the in
 worker (requests out as queued signals, results back as signals), the audio service and the
 settings file. It never imports torch or runs model code: every engine call happens in the
 worker's thread.
+
+Error banners carry their cause (see ``Banner.dismiss``): "clip", "transcript" and "voices" come
+from the voice panel, "text" is an empty script, "engine" a failed load/take/encode (it goes
+when the engine settings change or a load succeeds), "export" a failed export.
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ import logging
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QKeySequence, QShortcut
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QApplication,
+    QFrame,
     QLabel,
     QMainWindow,
     QMessageBox,
+    QScrollArea,
     QSplitter,
     QStackedWidget,
     QVBoxLayout,
@@ -44,7 +50,7 @@ from s2studio.app.widgets.progress_bar import GenerateBar
 from s2studio.app.widgets.script_editor import ScriptEditor, estimated_seconds
 from s2studio.app.server_engine import ApiKeyStore
 from s2studio.app.widgets.settings_dialog import SettingsDialog
-from s2studio.app.widgets.voice_panel import VoicePanel
+from s2studio.app.widgets.voice_panel import TRANSCRIPT, VoicePanel
 from s2studio.app.widgets.welcome import WelcomePage
 from s2studio.app.worker import InferenceWorker
 from s2studio.audio import SUPPORTED_EXTENSIONS
@@ -53,6 +59,25 @@ from s2studio.engine.voices import VoiceLibrary
 log = logging.getLogger(__name__)
 
 WELCOME_PAGE, STUDIO_PAGE = 0, 1
+DEFAULT_SIZE = (1180, 760)  # the window's size when the screen has room for it
+SCREEN_SHARE = 0.92  # of the available screen, at most, for the initial window
+MINIMUM_SIZE = (360, 300)  # below the pages' own minimum they scroll; no smaller than the screen
+ENGINE, TEXT, EXPORT, SETTINGS = "engine", "text", "export", "settings"  # banner causes (see the docstring)
+
+
+def scrollable(page: QWidget) -> QScrollArea:
+    """``page`` in a frameless scroll area: the window can shrink to fit any screen (200 % scaling
+    on a laptop leaves ~640×380 logical pixels) and the page scrolls instead of squashing."""
+    area = QScrollArea()
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setWidgetResizable(True)
+    area.setWidget(page)
+    return area
+
+
+def _engine_identity(s: AppSettings) -> tuple:
+    """What an engine error is about: the local engine's settings, or the server(s) used instead."""
+    return (s.engine, s.server_url.strip()) if s.uses_server else (s.engine, engine_settings(s))
 
 
 def dropped_audio_path(mime) -> Path | None:
@@ -86,6 +111,7 @@ class _DropCatcher(QObject):
 
 class MainWindow(QMainWindow):
     submit_request = Signal(object)
+    request_devices = Signal()
 
     def __init__(self, settings: AppSettings, worker: InferenceWorker, *, notice: str | None = None,
                  audio: AudioService | None = None, settings_path: Path | None = None, client_factory=None):
@@ -102,23 +128,31 @@ class MainWindow(QMainWindow):
         self.model_loaded = False
         self.load_info: LoadInfo | None = None
         self.api_keys = ApiKeyStore()  # server API keys: the OS keychain, or this session only
+        self.engine_devices: list[tuple[str, str]] | None = None  # None until the worker has looked
         self._pending_request: GenerateRequest | None = None
         self.setWindowTitle("s2studio")
-        self.resize(1180, 760)
+        self._fit_to_screen()
         self.setAcceptDrops(True)
 
         self.pages = QStackedWidget()
         self.welcome = WelcomePage(client_factory=client_factory)
         self.welcome.files_chosen.connect(self.adopt_model_files)
-        self.pages.addWidget(self.welcome)
-        self.pages.addWidget(self._build_studio())
+        self.welcome.back_requested.connect(self.leave_welcome)
+        self.pages.addWidget(scrollable(self.welcome))
+        self.studio_page = self._build_studio()
+        self.pages.addWidget(scrollable(self.studio_page))
         self.setCentralWidget(self.pages)
         self._build_menus()
         self._build_shortcuts()
+        self._build_tab_order()
         self.model_status = QLabel("Model: not loaded")
+        # The codec verdict can be long: it may be cut (the tooltip has it all) but must not set the
+        # window's minimum width. An explicit minimum width replaces the label's full-text one.
+        self.model_status.setMinimumWidth(1)
         self.statusBar().addPermanentWidget(self.model_status)
 
         self.submit_request.connect(worker.submit, Qt.ConnectionType.QueuedConnection)
+        self.request_devices.connect(worker.query_devices, Qt.ConnectionType.QueuedConnection)
         worker.loading.connect(self._on_loading)
         worker.loaded.connect(self._on_loaded)
         worker.progress.connect(self.generate_bar.show_progress)
@@ -126,7 +160,9 @@ class MainWindow(QMainWindow):
         worker.finished.connect(self._on_finished)
         worker.voice_saved.connect(self._on_voice_saved)
         worker.failed.connect(self._on_failed)
+        worker.stopped.connect(self._on_stopped)
         worker.cancelled.connect(self._on_cancelled)
+        worker.devices_found.connect(self._on_devices_found)
         worker.busy_changed.connect(self._on_busy)
         self.audio.problem.connect(self.show_notice)
         self._drop_catcher = _DropCatcher(self)
@@ -135,6 +171,26 @@ class MainWindow(QMainWindow):
         if notice:
             self.show_notice(notice)
         self.pages.setCurrentIndex(STUDIO_PAGE if settings.engine_chosen else WELCOME_PAGE)
+        self.editor.edit.setFocus()  # the script is what one types first, not the voice list
+
+    def _fit_to_screen(self) -> None:
+        """The default size, or less where the screen is smaller (high scale factors), centred."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is None:
+            self.resize(*DEFAULT_SIZE)
+            return
+        room = screen.availableGeometry()
+        self.setMinimumSize(min(MINIMUM_SIZE[0], room.width()), min(MINIMUM_SIZE[1], room.height()))
+        self.resize(min(DEFAULT_SIZE[0], int(room.width() * SCREEN_SHARE)),
+                    min(DEFAULT_SIZE[1], int(room.height() * SCREEN_SHARE)))
+        frame = self.frameGeometry()
+        frame.moveCenter(room.center())
+        self.move(frame.topLeft())
+
+    def detect_devices(self) -> None:
+        """Ask the worker which GPUs torch sees (without loading a model); the answer fills the
+        Settings dialog's device list. Called once the window is up: the query imports torch."""
+        self.request_devices.emit()
 
     # ---- layout -----------------------------------------------------------------------------
     def _build_studio(self) -> QWidget:
@@ -148,21 +204,25 @@ class MainWindow(QMainWindow):
         self.voice_panel = VoicePanel(self.library, self.audio)
         self.voice_panel.save_requested.connect(self.save_voice)
         self.voice_panel.problem.connect(self.show_problem)
+        self.voice_panel.problem_gone.connect(self.error_banner.dismiss)
         splitter.addWidget(self.voice_panel)
         right = QWidget()
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
         self.editor = ScriptEditor()
+        self.editor.text_changed.connect(lambda: self.editor.text().strip() and self.error_banner.dismiss(TEXT))
         rl.addWidget(self.editor, 3)
         self.generate_bar = GenerateBar()
         self.generate_bar.button.clicked.connect(self.generate_or_stop)
         rl.addWidget(self.generate_bar)
         self.output = OutputPanel(self.audio)
         self.output.last_export_dir = self.settings.last_export_dir
-        self.output.problem.connect(self.show_problem)
+        self.output.problem.connect(lambda text: self.show_problem(text, EXPORT))
         self.output.exported.connect(self._on_exported)
+        self.output.take_shown.connect(self._on_take_shown)
         rl.addWidget(self.output, 4)
         splitter.addWidget(right)
+        splitter.setChildrenCollapsible(False)  # a panel dragged to nothing is hard to find again
         splitter.setSizes([400, 780])
         layout.addWidget(splitter, 1)
         return page
@@ -175,7 +235,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction("Quit", QKeySequence.StandardKey.Quit, self.close)
         model_menu = self.menuBar().addMenu("&Model")
         self.load_action = model_menu.addAction("Load now", self.load_model_now)
-        model_menu.addAction("Choose model files…", lambda: self.pages.setCurrentIndex(WELCOME_PAGE))
+        model_menu.addAction("Choose model files…", self.choose_model_files)
         model_menu.addAction("Settings…", self.open_settings)
         help_menu = self.menuBar().addMenu("&Help")
         help_menu.addAction("Open log folder", lambda: QDesktopServices.openUrl(
@@ -185,14 +245,31 @@ class MainWindow(QMainWindow):
     def _build_shortcuts(self) -> None:
         for keys in ("Ctrl+Return", "Ctrl+Enter"):
             QShortcut(QKeySequence(keys), self, self.generate)
-        QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self.stop)
+        QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self._escape)
         QShortcut(QKeySequence("Ctrl+S"), self, self.output.export_current)
         # Space reaches this only when no text field wants it (text widgets claim printable keys).
         QShortcut(QKeySequence(Qt.Key.Key_Space), self, self.output.toggle_play)
 
+    def _build_tab_order(self) -> None:
+        """Script first, then what acts on it, then the output, then the voice panel."""
+        vp, out = self.voice_panel, self.output
+        chain = [self.editor.edit, *self.editor.tag_buttons.values(), self.generate_bar.button,
+                 out.play_button, out.export_button, out.history, out.replay_button,
+                 out.reexport_button, vp.voice_list, vp.rename_button, vp.delete_button, vp.open_button,
+                 vp.record_button, vp.waveform, vp.play_button, vp.transcript, vp.name_edit, vp.save_button]
+        for first, second in zip(chain, chain[1:]):
+            QWidget.setTabOrder(first, second)
+
+    def _escape(self) -> None:
+        """Esc stops a take; on the model-files page reached from the studio it goes back."""
+        if self.pages.currentIndex() == WELCOME_PAGE and self.settings.engine_chosen:
+            self.leave_welcome()
+        else:
+            self.stop()
+
     # ---- messages -----------------------------------------------------------------------------
-    def show_problem(self, text: str) -> None:
-        self.error_banner.show_message(text)
+    def show_problem(self, text: str, cause: str = "") -> None:
+        self.error_banner.show_message(text, cause)
 
     def show_notice(self, text: str) -> None:
         self.notice_banner.show_message(text)
@@ -204,17 +281,26 @@ class MainWindow(QMainWindow):
                                                   f"Log file: {paths.log_file()}")
 
     # ---- settings ---------------------------------------------------------------------------
-    def apply_settings(self, settings: AppSettings) -> None:
+    def _store_settings(self, settings: AppSettings) -> None:
         self.settings = settings
         self.audio.output_device = settings.output_device
         self.audio.input_device = settings.input_device
         try:
             save_settings(settings, self.settings_path)
         except OSError as err:
-            self.show_problem(f"The settings could not be saved ({err.strerror or err}); they apply until you quit.")
+            self.show_problem(f"The settings could not be saved ({err.strerror or err}); they apply until you quit.",
+                              SETTINGS)
+        else:
+            self.error_banner.dismiss(SETTINGS)
+
+    def apply_settings(self, settings: AppSettings) -> None:
+        engine_changed = _engine_identity(settings) != _engine_identity(self.settings)
+        self._store_settings(settings)
+        if engine_changed:  # e.g. another model file: the last engine error was about the old one
+            self.error_banner.dismiss(ENGINE)
 
     def open_settings(self) -> None:
-        dialog = SettingsDialog(self.settings, engine_devices=list(self.load_info.devices) if self.load_info else None,
+        dialog = SettingsDialog(self.settings, engine_devices=self.engine_devices,
                                 codec_verdict=self._codec_verdict(), parent=self, api_keys=self.api_keys)
         if dialog.exec():
             self.apply_settings(dialog.result_settings())
@@ -224,6 +310,17 @@ class MainWindow(QMainWindow):
         s.model_path, s.tokenizer_path = model_path, tokenizer_path
         self.apply_settings(s)
         self.pages.setCurrentIndex(STUDIO_PAGE)
+        self.editor.edit.setFocus()
+
+    def choose_model_files(self) -> None:
+        """Model ▸ Choose model files…: the welcome page, with a way back when a model is set."""
+        self.welcome.set_can_go_back(self.settings.engine_chosen)
+        self.pages.setCurrentIndex(WELCOME_PAGE)
+
+    def leave_welcome(self) -> None:
+        if self.settings.engine_chosen:
+            self.pages.setCurrentIndex(STUDIO_PAGE)
+            self.editor.edit.setFocus()
 
     def _codec_verdict(self) -> str:
         if self.load_info is None:
@@ -249,11 +346,12 @@ class MainWindow(QMainWindow):
     def build_request(self) -> GenerateRequest | None:
         text = self.editor.text().strip()
         if not text:
-            self.show_problem("Type something to say first.")
+            self.show_problem("Type something to say first.", TEXT)
             return None
         choice = self.voice_panel.current_choice()
         if choice.kind == "reference" and not choice.transcript:
-            self.show_problem("The reference clip needs its transcript: type exactly what is said in it.")
+            self.show_problem("The reference clip needs its transcript: type exactly what is said in it.",
+                              TRANSCRIPT)
             return None
         s = self.settings
         return GenerateRequest(
@@ -294,13 +392,13 @@ class MainWindow(QMainWindow):
             self.audio.stop()
             self.statusBar().showMessage("Stopping…")
 
-    def save_voice(self, samples, transcript: str, name: str) -> None:
+    def save_voice(self, samples, transcript: str, name: str, replace_id: str | None = None) -> None:
         if not self.settings.engine_chosen:
             self.voice_panel.save_failed()
-            self.show_problem("Choose the model first: a voice is encoded with the model's audio codec.")
+            self.show_problem("Choose the model first: a voice is encoded with the model's audio codec.", ENGINE)
             return
         self.statusBar().showMessage("Encoding the reference…")
-        self.submit_request.emit(SaveVoiceRequest(self.engine_config(), samples, transcript, name))
+        self.submit_request.emit(SaveVoiceRequest(self.engine_config(), samples, transcript, name, replace_id))
 
     # ---- worker signals ---------------------------------------------------------------------
     def _on_busy(self, busy: bool) -> None:
@@ -313,10 +411,13 @@ class MainWindow(QMainWindow):
 
     def _on_loaded(self, info: LoadInfo) -> None:
         self.load_info = info
+        self.engine_devices = list(info.devices)
         self.model_loaded = True
+        self.error_banner.dismiss(ENGINE)
         if not self.generating:
             self.generate_bar.progress.hide()
         self.model_status.setText(f"Model loaded in {info.load_seconds:.1f} s · {self._codec_verdict()}")
+        self.model_status.setToolTip(self.model_status.text())
         self.statusBar().showMessage("Model ready.", 5000)
 
     def _on_chunk(self, samples, rate: int) -> None:
@@ -327,18 +428,40 @@ class MainWindow(QMainWindow):
             self._live_started = self.audio.start_live("output", rate)
         self.audio.push_live(samples)
 
-    def _on_finished(self, finished: FinishedTake) -> None:
+    def _take_of(self, finished: FinishedTake) -> Take:
         result, request = finished.result, finished.request
         s = request.sampling
-        take = Take(text=request.text, voice=request.voice_label, seed=int(result.seed),
+        return Take(text=request.text, voice=request.voice_label, seed=int(result.seed),
                     params=f"temp {s.temperature:g} · top-p {s.top_p:g} · top-k {s.top_k} · "
-                           f"max {s.max_new_tokens} frames", audio=result.audio, sample_rate=result.sample_rate)
+                           f"max {s.max_new_tokens} frames", audio=result.audio, sample_rate=result.sample_rate,
+                    stopped=bool(result.cancelled), stats=self.generate_bar.stats.text())
+
+    def _on_finished(self, finished: FinishedTake) -> None:
+        result = finished.result
         self.audio.end_live()
-        self.output.end_live(take)
+        self.output.end_live(self._take_of(finished))
         self._end_generation()
         t = result.timings
         self.statusBar().showMessage(f"Done: {t.audio_s:.1f} s of audio in {t.total_s:.1f} s (seed {result.seed}).")
-        self._remember_text(request.text)
+        self._remember_text(finished.request.text)
+
+    def _on_stopped(self, finished: FinishedTake) -> None:
+        """Stop was pressed after some audio was made: that part is a take like any other (it can
+        be played, exported and found in the history), marked as stopped."""
+        if not self.generating:
+            return
+        self.audio.stop()
+        self.output.end_live(self._take_of(finished))
+        self._end_generation()
+        self._remember_text(finished.request.text)
+
+    def _on_take_shown(self, take: Take) -> None:
+        if not self.generating:  # the statistics line describes the take on screen, not the newest
+            self.generate_bar.stats.setText(take.stats)
+
+    def _on_devices_found(self, devices) -> None:
+        if self.load_info is None:  # a load's list is as fresh; keep it
+            self.engine_devices = list(devices)
 
     def _on_cancelled(self) -> None:
         if self.generating:
@@ -355,7 +478,7 @@ class MainWindow(QMainWindow):
         self.generate_bar.progress.hide()
         self.model_status.setText("Model: not loaded")
         self.model_loaded = False
-        self.error_banner.show_error(error)
+        self.error_banner.show_error(error, ENGINE)
         self.statusBar().showMessage("Failed.", 5000)
 
     def _on_voice_saved(self, info) -> None:
@@ -363,6 +486,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Voice “{info.name}” saved.", 5000)
 
     def _on_exported(self, path: str) -> None:
+        self.error_banner.dismiss(EXPORT)
         self.settings.last_export_dir = str(Path(path).parent)
         self.statusBar().showMessage(f"Exported {path}", 5000)
 
@@ -387,8 +511,7 @@ class MainWindow(QMainWindow):
 
     def open_reference(self, path: Path) -> None:
         self.pages.setCurrentIndex(STUDIO_PAGE if self.settings.model_path else self.pages.currentIndex())
-        if self.voice_panel.load_reference_file(path):
-            self.error_banner.hide()
+        if self.voice_panel.load_reference_file(path):  # the panel dismisses the clip's old problem
             self.statusBar().showMessage(f"Reference: {path.name}", 5000)
 
     def closeEvent(self, event) -> None:

@@ -63,6 +63,7 @@ class SaveVoiceRequest:
     samples: np.ndarray  # mono float32, 44.1 kHz, already trimmed to the kept region
     transcript: str
     name: str
+    replace_id: str | None = None  # overwrite this saved voice (the user chose Replace)
     created: float = field(default_factory=time.monotonic)
 
 

@@ -9,6 +9,10 @@ Contract (ANCHORS §4): signals ``loading(stage, fraction)``, ``progress(Generat
 ``chunk(samples, rate)``, ``finished(FinishedTake)``, ``failed(WorkerError)``, ``cancelled()``;
 slots ``submit(request)`` (connect it queued) and ``cancel()``, which is a plain thread-safe
 method — a queued cancel would wait behind the very job it is meant to stop.
+
+A take stopped after some audio was made emits ``stopped(FinishedTake)`` (the engine's result
+holds exactly the chunks delivered so far) and then ``cancelled()``. ``query_devices()`` (connect
+it queued) lists the CPU and the GPUs torch sees, on ``devices_found``, without loading a model.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class InferenceWorker(QObject):
     voice_saved = Signal(object)  # VoiceInfo
     failed = Signal(object)  # WorkerError
     cancelled = Signal()
+    stopped = Signal(object)  # FinishedTake whose result.cancelled: the audio made until Stop
+    devices_found = Signal(object)  # tuple of (device id, description)
     busy_changed = Signal(bool)
 
     def __init__(self, voices_folder: str):
@@ -84,6 +90,19 @@ class InferenceWorker(QObject):
             return request.created <= self._cancelled_at
 
     # ---- worker thread ------------------------------------------------------------------
+    @Slot()
+    def query_devices(self) -> None:
+        """The devices the engine could run on: torch's cheap queries (no model, no GPU memory);
+        here, on the worker's thread, because importing torch takes seconds."""
+        try:
+            from s2studio.engine.pipeline import Pipeline
+
+            found = tuple(Pipeline.available_devices())
+        except Exception:  # noqa: BLE001 - a broken GPU driver must not stop the app: CPU only
+            log.exception("listing the devices failed")
+            found = (("cpu", "CPU"),)
+        self.devices_found.emit(found)
+
     @Slot(object)
     def submit(self, request) -> None:
         if self._is_cancelled(request):
@@ -203,6 +222,8 @@ class InferenceWorker(QObject):
             self.progress.emit(GenerationProgress(chunk.segment + 1, chunk.segment_count, frames,
                                                   audio_samples / chunk.sample_rate, time.perf_counter() - t0))
         result = job.result
+        if result is not None and result.cancelled and len(result.audio):
+            self.stopped.emit(FinishedTake(request, result))
         if result is None or result.cancelled:
             self.cancelled.emit()
         else:
@@ -215,13 +236,15 @@ class InferenceWorker(QObject):
         pipeline = self._ensure_loaded(request.engine)
         if not hasattr(pipeline, "encode_reference"):  # a RemoteEngine: the server's codec encodes it
             profile = pipeline.encode_voice(request.samples, request.transcript)
-            info = pipeline.voices.save(None, profile.codes, request.transcript, name=request.name,
+            info = pipeline.voices.save(request.replace_id, profile.codes, request.transcript, name=request.name,
+                                        overwrite=request.replace_id is not None,
                                         reference_audio=request.samples, sample_rate=profile.sample_rate,
                                         codebook_size=profile.codebook_size)
             self.voice_saved.emit(info)
             return
         codes = pipeline.encode_reference(request.samples)
-        info = pipeline.voices.save(None, codes, request.transcript, name=request.name,
+        info = pipeline.voices.save(request.replace_id, codes, request.transcript, name=request.name,
+                                    overwrite=request.replace_id is not None,
                                     reference_audio=request.samples, sample_rate=pipeline.codec.sample_rate,
                                     codebook_size=pipeline.model.cfg.codebook_size)
         self.voice_saved.emit(info)

@@ -132,7 +132,13 @@ def test_stop_cancels_within_a_second(make_window, tts_model, qtbot, fast_settin
     assert waited < max(1.0, 1.5 * chunk_interval), (waited, chunk_interval)
     qtbot.waitUntil(lambda: not window.generating, timeout=2000)
     assert not window.generating and window.generate_bar.button.text() == "Generate"
-    assert window.output.history.count() == 0  # a stopped take is not added to the history
+    # what was made until Stop is kept as a take: in the history, marked, playable and exportable
+    qtbot.waitUntil(lambda: window.output.history.count() == 1, timeout=2000)
+    take = window.output.current
+    assert take is not None and take.stopped and len(take.audio) > 0
+    assert "(stopped)" in window.output.history.item(0).text()
+    assert window.output.export_button.isEnabled()
+    assert window.output.waveform.sample_count == len(take.audio)
 
 
 def test_esc_shortcut_stops_and_ctrl_enter_generates(make_window, tts_model, qtbot, fast_settings):

@@ -142,3 +142,17 @@ def test_window_generates_and_saves_a_voice_on_the_server(make_window, qtbot, mo
     voice = window.library.get(saved.args[0].id)
     assert voice.transcript == "A short sample of the reference speaker."
     assert voice.codes.ndim == 2 and voice.codes.shape[1] > 0 and np.all(voice.codes >= 0)
+
+
+def test_replacing_a_voice_works_when_the_server_encodes_it(make_window, qtbot, model_server, fast_settings):
+    from s2studio.audio import read_audio
+
+    window = make_window(fast_settings("", engine="server", server_url=model_server.url))
+    window.api_keys.set(model_server.url, KEY)
+    samples = read_audio(CLONE / "reference.wav")
+    with qtbot.waitSignal(window.worker.voice_saved, timeout=60_000) as first:
+        window.save_voice(samples, "The first transcript.", "Twice")
+    with qtbot.waitSignal(window.worker.voice_saved, timeout=60_000) as second:
+        window.save_voice(samples, "The second transcript.", "Twice", first.args[0].id)  # the user chose Replace
+    assert second.args[0].id == first.args[0].id
+    assert [(v.id, v.transcript) for v in window.library.list()] == [(first.args[0].id, "The second transcript.")]

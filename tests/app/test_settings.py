@@ -132,3 +132,102 @@ def test_settings_that_are_a_pipe_do_not_hang_the_start(tmp_path):
     os.mkfifo(path)
     loaded = load_settings(path)
     assert loaded.settings == AppSettings() and "not a settings file" in loaded.notice
+
+
+def _visible_texts(widget):
+    from PySide6.QtWidgets import QAbstractButton, QLabel
+
+    found = [*widget.findChildren(QLabel), *widget.findChildren(QAbstractButton)]
+    return [w.text() for w in found if w.isVisibleTo(widget)]
+
+
+def test_gpu_layers_only_for_a_gpu_and_all_said_once(qtbot):
+    from s2studio.app.widgets.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(AppSettings(device="cpu", gpu_layers=-1),
+                            engine_devices=[("cpu", "CPU"), ("cuda:0", "Test GPU (8.0 GiB)")])
+    qtbot.addWidget(dialog)
+    row = dialog.gpu_layers.parentWidget()
+    assert _visible_texts(row).count("all") == 1
+    assert not dialog.gpu_layers.isEnabled() and not dialog.gpu_layers_all.isEnabled()  # meaningless on a CPU
+    dialog.gpu_layers_all.setChecked(False)
+    assert not dialog.gpu_layers.isEnabled()
+    dialog.device.setCurrentIndex(dialog.device.findData("cuda:0"))
+    assert dialog.gpu_layers.isEnabled() and dialog.gpu_layers_all.isEnabled()
+    dialog.gpu_layers.setValue(12)
+    assert "12" in _visible_texts(row) and "all" in _visible_texts(row)
+    dialog.gpu_layers_all.setChecked(True)
+    assert not dialog.gpu_layers.isEnabled() and _visible_texts(row).count("all") == 1
+    assert dialog.result_settings().gpu_layers == -1
+
+
+def test_gpus_are_listed_at_start_without_loading_a_model(make_window, fast_settings, tts_model, qtbot,
+                                                          monkeypatch):
+    import types
+
+    import torch
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from s2studio.app.widgets.settings_dialog import SettingsDialog
+
+    # a machine with one CUDA GPU, as torch's cheap queries report it (no model, no GPU memory)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: types.SimpleNamespace(name="Test GPU", total_memory=8 * 2**30))
+    window = make_window(fast_settings(tts_model))
+    with qtbot.waitSignal(window.worker.devices_found, timeout=30_000):
+        window.detect_devices()
+    qtbot.waitUntil(lambda: window.engine_devices is not None, timeout=2000)
+    assert ("cuda:0", "Test GPU (8.0 GiB)") in window.engine_devices
+    assert not window.model_loaded and window.worker._pipeline is None
+    seen = []
+
+    def look():
+        dialog = QApplication.activeModalWidget()
+        if not isinstance(dialog, SettingsDialog):
+            QTimer.singleShot(20, look)
+            return
+        seen.extend(dialog.device.itemData(i) for i in range(dialog.device.count()))
+        dialog.reject()
+
+    QTimer.singleShot(0, look)
+    window.open_settings()
+    assert seen == ["cpu", "cuda:0"]
+
+
+RUN_APP_UNTIL_DEVICES = """
+import os, sys
+os.environ['QT_QPA_PLATFORM'] = 'offscreen'
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from s2studio.app.main import run_app
+
+def poll():
+    window = getattr(app, 'main_window', None)
+    if window is not None and window.engine_devices is not None:
+        print(window.engine_devices, window.model_loaded)
+        app.quit()
+    else:
+        QTimer.singleShot(50, poll)
+
+QTimer.singleShot(0, poll)
+sys.exit(run_app([]))
+"""
+
+
+def test_the_app_lists_devices_at_start(isolated_dirs):
+    import ast
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # the test's env has the isolated dirs
+    out = subprocess.run([sys.executable, "-c", RUN_APP_UNTIL_DEVICES], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    devices, loaded = out.stdout.strip().splitlines()[-1].rsplit(" ", 1)
+    assert ast.literal_eval(devices)[0] == ("cpu", "CPU")  # and any GPU torch sees after it
+    assert loaded == "False"  # no model was loaded to find them

@@ -2,6 +2,9 @@
 
 Errors the user can fix (a bad model file, silent audio) are sentences in a banner, not modal
 dialogs: the app stays usable and the message stays visible while they fix it (ANCHORS §3.10).
+Each message records its *cause* (e.g. "clip", "engine"): whoever fixes that cause calls
+``dismiss(cause)``, so a banner goes as soon as its problem does, and a fix for one problem never
+hides the message about another.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from s2studio.app.requests import WorkerError
+from s2studio.app.widgets.wrapping_label import WrappingLabel
 
 _STYLES = {
     "error": "background:#f8d7da; color:#58151c; border:1px solid #f1aeb5; border-radius:4px;",
@@ -35,8 +39,7 @@ class Banner(QFrame):
         self.setStyleSheet(f"QFrame#{kind}_banner {{{_STYLES[kind]}}} QLabel {{color: inherit; border: none;}}")
         layout = QHBoxLayout(self)
         layout.setContentsMargins(10, 6, 6, 6)
-        self.label = QLabel()
-        self.label.setWordWrap(True)
+        self.label = WrappingLabel()
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.label, 1)
         self.details_button = QPushButton("Details…")
@@ -49,23 +52,31 @@ class Banner(QFrame):
         close.clicked.connect(self.hide)
         layout.addWidget(close)
         self.error: WorkerError | None = None
+        self.cause = ""
         self.hide()
 
     @property
     def text(self) -> str:
         return self.label.text()
 
-    def show_message(self, text: str) -> None:
+    def show_message(self, text: str, cause: str = "") -> None:
         self.error = None
+        self.cause = cause
         self.label.setText(text)
         self.details_button.hide()
         self.show()
 
-    def show_error(self, error: WorkerError) -> None:
+    def show_error(self, error: WorkerError, cause: str = "") -> None:
         self.error = error
+        self.cause = cause
         self.label.setText(error.message)
         self.details_button.setVisible(bool(error.details))
         self.show()
+
+    def dismiss(self, cause: str) -> None:
+        """Hide the banner if what it shows was caused by ``cause`` (which has just gone)."""
+        if self.cause == cause:
+            self.hide()
 
     def show_details(self) -> None:
         if self.error is not None:

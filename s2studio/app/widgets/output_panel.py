@@ -37,6 +37,8 @@ class Take:
     params: str  # sampling summary, e.g. "temp 0.8 · top-p 0.8 · top-k 30"
     audio: np.ndarray
     sample_rate: int
+    stopped: bool = False  # Stop was pressed: the audio is what was made until then
+    stats: str = ""  # the generation's last progress line (segments, frames, real-time factor)
     created: float = field(default_factory=time.time)
 
     @property
@@ -46,7 +48,8 @@ class Take:
     def summary(self) -> str:
         text = self.text if len(self.text) <= 40 else self.text[:39] + "…"
         stamp = time.strftime("%H:%M:%S", time.localtime(self.created))
-        return f"{stamp} · {self.voice} · seed {self.seed} · {self.seconds:.1f} s — “{text}”"
+        stopped = " (stopped)" if self.stopped else ""
+        return f"{stamp} · {self.voice} · seed {self.seed} · {self.seconds:.1f} s{stopped} — “{text}”"
 
 
 def _clock(seconds: float) -> str:
@@ -56,6 +59,7 @@ def _clock(seconds: float) -> str:
 class OutputPanel(QWidget):
     problem = Signal(str)
     exported = Signal(str)
+    take_shown = Signal(object)  # the Take now in the waveform (from the history or just made)
 
     def __init__(self, audio: AudioService, parent=None):
         super().__init__(parent)
@@ -63,6 +67,7 @@ class OutputPanel(QWidget):
         self.takes: list[Take] = []
         self.current: Take | None = None
         self._paused_at = 0
+        self._generating = False
         self._pending_final: Take | None = None  # the finished take, shown once live playback ends
         self.last_export_dir = ""
         layout = QVBoxLayout(self)
@@ -75,6 +80,9 @@ class OutputPanel(QWidget):
         self.play_button.setToolTip("Play / pause (Space)")
         self.play_button.clicked.connect(self.toggle_play)
         self.time_label = QLabel("0:00.0 / 0:00.0")
+        # one width for every text it shows ("0:01.2 generated" is wider than "0:00.0 / 0:01.2"): a
+        # label that changes width moves the buttons beside it and can widen a narrow window
+        self.time_label.setMinimumWidth(self.time_label.fontMetrics().horizontalAdvance("00:00.0 / 00:00.0") + 8)
         self.export_button = QPushButton("Export WAV…")
         self.export_button.setToolTip("Save the take as a WAV file (Ctrl+S)")
         self.export_button.clicked.connect(self.export_current)
@@ -87,6 +95,7 @@ class OutputPanel(QWidget):
         hb = QVBoxLayout(history_box)
         self.history = QListWidget()
         self.history.itemDoubleClicked.connect(lambda item: self.show_take(self.takes[self.history.row(item)], play=True))
+        self.history.currentRowChanged.connect(self._on_history_row)
         hb.addWidget(self.history)
         row = QHBoxLayout()
         self.replay_button = QPushButton("Replay")
@@ -117,16 +126,17 @@ class OutputPanel(QWidget):
         self.time_label.setText(f"{_clock(self.waveform.duration_seconds)} generated")
 
     def end_live(self, take: Take | None) -> None:
-        """The take is complete (or None: cancelled/failed — keep what arrived, unsaved)."""
+        """The take is complete, or stopped (``take.stopped``: what was made until Stop, kept like
+        any other take), or None (failed, or stopped before any audio: keep what arrived, unsaved)."""
         self.waveform.min_seconds = 0.0
         if take is not None:
             self.takes.append(take)
             item = QListWidgetItem(take.summary())
             item.setToolTip(f"{take.text}\n{take.params}")
+            self.current = take  # before the row changes: the new row is this take, already shown
             self.history.addItem(item)
             self.history.setCurrentRow(self.history.count() - 1)
             playing_live = self.audio.playing_owner == OWNER
-            self.current = take
             if not playing_live:  # keep the live playhead running; the final audio replaces the preview
                 self.waveform.set_audio(take.audio, take.sample_rate)
             else:
@@ -135,6 +145,8 @@ class OutputPanel(QWidget):
             self.waveform.set_audio(self.waveform.samples, self.waveform.sample_rate)
         self._update_time()
         self._update_buttons()
+        if take is not None:
+            self.take_shown.emit(take)
 
     # ---- transport --------------------------------------------------------------------------
     def show_take(self, take: Take, play: bool = False) -> None:
@@ -144,8 +156,14 @@ class OutputPanel(QWidget):
         self.waveform.set_audio(take.audio, take.sample_rate)
         self._update_time()
         self._update_buttons()
+        self.take_shown.emit(take)
         if play:
             self.toggle_play()
+
+    def _on_history_row(self, row: int) -> None:
+        """Selecting a take shows it (its waveform, length and statistics), without playing it."""
+        if 0 <= row < len(self.takes) and self.takes[row] is not self.current and not self._generating:
+            self.show_take(self.takes[row])
 
     def toggle_play(self) -> None:
         if self.audio.playing_owner == OWNER:
@@ -190,6 +208,7 @@ class OutputPanel(QWidget):
         self.time_label.setText(f"{_clock(pos)} / {_clock(self.waveform.duration_seconds)}")
 
     def _update_buttons(self, generating: bool = False) -> None:
+        self._generating = generating
         has = self.current is not None
         self.play_button.setEnabled(has and self.audio.status.can_play and not generating)
         self.export_button.setEnabled(has and not generating)

@@ -26,6 +26,9 @@ class GenerateBar(QWidget):
         self.progress.setTextVisible(True)
         self.progress.hide()
         self.stats = QLabel("")
+        # A long statistics line may be cut, but must not widen the window (the page then needed a
+        # horizontal scroll bar once a take had been made in a narrow window).
+        self.stats.setMinimumWidth(1)
         row.addWidget(self.button)
         row.addWidget(self.progress, 1)
         row.addWidget(self.stats, 2)
@@ -47,3 +50,4 @@ class GenerateBar(QWidget):
         self.progress.setValue(p.segment - 1)
         self.progress.setFormat(f"Segment {p.segment} of {p.segment_count}")
         self.stats.setText(describe_progress(p))
+        self.stats.setToolTip(self.stats.text())

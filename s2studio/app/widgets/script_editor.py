@@ -1,4 +1,8 @@
-"""The script editor: text, S2 inline tags from a palette, highlighting, length estimate."""
+"""The script editor: text, S2 inline tags from a palette, highlighting, length estimate.
+
+The text comes first in the tab order (it is what the window focuses at start); the tag
+palette follows it, and Tab leaves the text box instead of typing a tab.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ import re
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor, QFont, QSyntaxHighlighter, QTextCharFormat
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
+
+from s2studio.app.widgets.flow_layout import FlowRow
 
 # Inline tags S2 Pro understands (free-form "[...]" works too; these are the common ones).
 TAGS = ("[laugh]", "[whisper]", "[pause]", "[excited]", "[sad]", "[angry]", "[emphasis]", "[sigh]",
@@ -15,6 +21,12 @@ CHARS_PER_SECOND = 15.0  # a rough speaking rate, only for the estimate shown to
 
 _TAG_RE = re.compile(r"\[[^\[\]\n]{1,40}\]")
 _SPEAKER_RE = re.compile(r"<\|speaker:\d+\|>")
+
+
+def character_count(text: str) -> int:
+    """Characters as a person counts them: spaces at the ends and runs of whitespace (several
+    spaces, blank lines) do not count extra — one space between words does, as ElevenLabs does."""
+    return len(" ".join(text.split()))
 
 
 def estimated_seconds(text: str) -> float:
@@ -47,8 +59,13 @@ class ScriptEditor(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        palette_row = QHBoxLayout()
-        palette_row.setSpacing(2)
+        self.edit = QPlainTextEdit()
+        self.edit.setTabChangesFocus(True)  # a spoken script has no tabs; Tab must move on
+        self.edit.setPlaceholderText("Type what the voice should say. Tags like [laugh] or [whisper] shape the "
+                                     "delivery; <|speaker:1|> switches speaker.")
+        self.edit.setMinimumHeight(60)
+        self.highlighter = TagHighlighter(self.edit.document())
+        palette_row = FlowRow(spacing=2)  # wraps: the window can be narrower than all the tags
         palette_row.addWidget(QLabel("Insert:"))
         self.tag_buttons: dict[str, QToolButton] = {}
         for tag in TAGS:
@@ -58,13 +75,12 @@ class ScriptEditor(QWidget):
             button.clicked.connect(lambda _=False, t=tag: self.insert_tag(t))
             palette_row.addWidget(button)
             self.tag_buttons[tag] = button
-        palette_row.addStretch(1)
-        layout.addLayout(palette_row)
-        self.edit = QPlainTextEdit()
-        self.edit.setPlaceholderText("Type what the voice should say. Tags like [laugh] or [whisper] shape the "
-                                     "delivery; <|speaker:1|> switches speaker.")
-        self.highlighter = TagHighlighter(self.edit.document())
+        layout.addWidget(palette_row)
         layout.addWidget(self.edit, 1)
+        previous = self.edit  # tab order: the text, then the tags (they are laid out above it)
+        for button in self.tag_buttons.values():
+            QWidget.setTabOrder(previous, button)
+            previous = button
         self.stats = QLabel()
         layout.addWidget(self.stats)
         self.edit.textChanged.connect(self._update_stats)
@@ -87,4 +103,4 @@ class ScriptEditor(QWidget):
     def _update_stats(self) -> None:
         text = self.text()
         seconds = estimated_seconds(text)
-        self.stats.setText(f"{len(text)} characters · about {seconds:.0f} s of speech (estimate)")
+        self.stats.setText(f"{character_count(text)} characters · about {seconds:.0f} s of speech (estimate)")

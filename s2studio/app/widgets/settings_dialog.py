@@ -105,16 +105,17 @@ class SettingsDialog(QDialog):
         for dev, desc in known:
             self.device.addItem(desc if desc.lower() == dev else f"{dev} — {desc}", dev)
         self.device.setCurrentIndex(max(0, self.device.findData(s.device)))
+        self.device.currentIndexChanged.connect(self._update_layers_label)
         form.addRow("Device:", self.device)
         if engine_devices is None:
-            form.addRow("", QLabel("GPUs are listed once the engine has started (after the first load)."))
+            form.addRow("", QLabel("GPUs are listed once the engine has looked for them (shortly after start)."))
         layers = QWidget()
         lrow = QHBoxLayout(layers)
         lrow.setContentsMargins(0, 0, 0, 0)
         self.gpu_layers = QSlider(Qt.Orientation.Horizontal)
         self.gpu_layers.setRange(0, S2_PRO_SLOW_LAYERS)
         self.gpu_layers.setValue(S2_PRO_SLOW_LAYERS if s.gpu_layers < 0 else min(s.gpu_layers, S2_PRO_SLOW_LAYERS))
-        self.gpu_layers_all = QCheckBox("all")
+        self.gpu_layers_all = QCheckBox("all")  # the number beside the slider is hidden then: one "all"
         self.gpu_layers_all.setChecked(s.gpu_layers < 0)
         self.gpu_layers_label = QLabel()
         self.gpu_layers.valueChanged.connect(self._update_layers_label)
@@ -320,8 +321,17 @@ class SettingsDialog(QDialog):
         super().accept()
 
     def _update_layers_label(self, *_):
-        self.gpu_layers.setEnabled(not self.gpu_layers_all.isChecked())
-        self.gpu_layers_label.setText("all" if self.gpu_layers_all.isChecked() else str(self.gpu_layers.value()))
+        """GPU layers mean something only on a GPU; "all" is said once, by the check box."""
+        on_gpu = self.device.currentData() != "cpu"
+        every = self.gpu_layers_all.isChecked()
+        self.gpu_layers_all.setEnabled(on_gpu)
+        self.gpu_layers.setEnabled(on_gpu and not every)
+        self.gpu_layers_label.setEnabled(on_gpu)
+        self.gpu_layers_label.setText("" if every else str(self.gpu_layers.value()))
+        self.gpu_layers_label.setVisible(not every)
+        tip = "" if on_gpu else "Only used when the device is a GPU."
+        for w in (self.gpu_layers, self.gpu_layers_all, self.gpu_layers_label):
+            w.setToolTip(tip)
 
     def _browse_model(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Choose the S2 Pro model", self.model_path.text(),

@@ -5,6 +5,9 @@ microphone. It is shown as a waveform where a region can be selected: only that 
 kept (encoded and saved). Saving is asynchronous: the panel asks, the window sends a
 ``SaveVoiceRequest`` to the worker (encoding needs the codec), and the new voice appears in the
 list when the worker reports it.
+
+Problems are reported with their cause (``CLIP``, ``TRANSCRIPT``, ``VOICES``) and
+``problem_gone`` says when a cause has gone, so the window's banner never outlives its reason.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -34,6 +38,7 @@ from PySide6.QtWidgets import (
 from s2studio.app.audio_service import AudioService
 from s2studio.app.widgets.level_meter import LevelMeter
 from s2studio.app.widgets.waveform import WaveformView
+from s2studio.app.widgets.wrapping_label import WrappingLabel
 from s2studio.audio import CODEC_SAMPLE_RATE, SUPPORTED_EXTENSIONS, read_audio, validate_reference
 from s2studio.errors import S2Error
 from s2studio.engine.voices import VoiceLibrary
@@ -43,6 +48,10 @@ log = logging.getLogger(__name__)
 NO_VOICE = "__none__"
 UNSAVED_REFERENCE = "__reference__"
 TRANSCRIPT_SUFFIXES = (".txt", ".lab")
+# Causes of the problems this panel reports (see Banner.dismiss).
+CLIP, TRANSCRIPT, VOICES = "clip", "transcript", "voices"
+# Answers to "a voice with this name exists".
+REPLACE, RENAME, CANCEL = "replace", "rename", "cancel"
 
 
 def transcript_beside(audio_path: Path) -> str:
@@ -68,8 +77,9 @@ class VoiceChoice:
 
 
 class VoicePanel(QWidget):
-    save_requested = Signal(object, str, str)  # samples (kept region), transcript, name
-    problem = Signal(str)
+    save_requested = Signal(object, str, str, object)  # samples (kept region), transcript, name, id to replace
+    problem = Signal(str, str)  # message, cause
+    problem_gone = Signal(str)  # cause
 
     def __init__(self, library: VoiceLibrary, audio: AudioService, parent=None):
         super().__init__(parent)
@@ -112,24 +122,31 @@ class VoicePanel(QWidget):
         row.addWidget(self.level_meter, 1)
         row.addWidget(self.elapsed_label)
         rb.addLayout(row)
-        self.audio_note = QLabel("")
-        self.audio_note.setWordWrap(True)
+        self.audio_note = WrappingLabel("")
         self.audio_note.setStyleSheet("color: palette(placeholder-text);")
         rb.addWidget(self.audio_note)
         self.waveform = WaveformView(selectable=True, placeholder="Drop a 5–30 s clip here, open one, or record")
+        self.waveform.setToolTip("Drag to keep only a part of the clip. Keyboard: ←/→ move the start, "
+                                 "Shift+←/→ the end (Ctrl: whole seconds), Home/End reset them.")
         self.waveform.selection_changed.connect(self._update_region_label)
         self.waveform.seek_requested.connect(lambda s: self.audio.seek(s))
         rb.addWidget(self.waveform, 1)
         row = QHBoxLayout()
         self.play_button = QPushButton("▶ Play")
         self.play_button.clicked.connect(self.toggle_play)
+        # Short, and never sets the panel's width: a long line here used to widen the window when a
+        # clip was loaded and shift the waveform when a drag ended (the text changed length).
         self.region_label = QLabel("")
+        self.region_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         row.addWidget(self.play_button)
         row.addWidget(self.region_label, 1)
         rb.addLayout(row)
         rb.addWidget(QLabel("Transcript (exactly what is said in the clip):"))
         self.transcript = QPlainTextEdit()
         self.transcript.setMaximumHeight(70)
+        self.transcript.setMinimumHeight(44)
+        self.transcript.setTabChangesFocus(True)  # a transcript has no tabs; Tab must not trap the focus
+        self.transcript.textChanged.connect(self._on_transcript_changed)
         rb.addWidget(self.transcript)
         row = QHBoxLayout()
         self.name_edit = QLineEdit()
@@ -165,7 +182,7 @@ class VoicePanel(QWidget):
             infos = self.library.list()
         except OSError as err:
             infos = []
-            self.problem.emit(f"The voice folder {self.library.folder} cannot be read ({err.strerror}).")
+            self.problem.emit(f"The voice folder {self.library.folder} cannot be read ({err.strerror}).", VOICES)
         for info in infos:
             text = f"{info.name}  ·  {info.duration_seconds:.1f} s" if info.problem is None else f"{info.name} (unusable)"
             item = QListWidgetItem(text)
@@ -207,19 +224,31 @@ class VoicePanel(QWidget):
 
     def _on_voice_selected(self, *_):
         self._update_buttons()
+        if self.current_item_key() != UNSAVED_REFERENCE:
+            self.problem_gone.emit(TRANSCRIPT)  # a saved voice (or none) needs no transcript typed
+
+    def _on_transcript_changed(self) -> None:
+        if self.transcript.toPlainText().strip():
+            self.problem_gone.emit(TRANSCRIPT)
 
     def rename_selected(self) -> None:
         key = self.current_item_key()
         if key in (None, NO_VOICE, UNSAVED_REFERENCE):
             return
-        name = self.ask_text("Rename voice", "New name:", self.library.get(key).info.name)
+        try:  # the voice may have gone from the folder since the list was read
+            current = self.library.get(key).info.name
+        except (S2Error, OSError) as err:
+            self.problem.emit(str(err), VOICES)
+            return
+        name = self.ask_text("Rename voice", "New name:", current)
         if not name:
             return
         try:
             self.library.rename(key, name)
         except (S2Error, OSError) as err:
-            self.problem.emit(str(err))
+            self.problem.emit(str(err), VOICES)
             return
+        self.problem_gone.emit(VOICES)
         self.reload_voices(key)
 
     def delete_selected(self) -> None:
@@ -232,8 +261,9 @@ class VoicePanel(QWidget):
         try:
             self.library.delete(key)
         except (S2Error, OSError) as err:
-            self.problem.emit(str(err))
+            self.problem.emit(str(err), VOICES)
             return
+        self.problem_gone.emit(VOICES)
         self.reload_voices(NO_VOICE)
 
     # Dialog hooks: separate methods so tests can answer them without a modal loop.
@@ -243,6 +273,18 @@ class VoicePanel(QWidget):
 
     def confirm(self, question: str) -> bool:
         return QMessageBox.question(self, "s2studio", question) == QMessageBox.StandardButton.Yes
+
+    def ask_name_clash(self, name: str) -> str:
+        """A voice called ``name`` exists: REPLACE it, RENAME the new one, or CANCEL."""
+        box = QMessageBox(QMessageBox.Icon.Question, "s2studio",
+                          f"A voice named “{name}” already exists. Replace it with this clip, or save "
+                          "the new voice under another name?", parent=self)
+        replace = box.addButton("Replace", QMessageBox.ButtonRole.DestructiveRole)
+        rename = box.addButton("Rename…", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(rename)
+        box.exec()
+        return {replace: REPLACE, rename: RENAME}.get(box.clickedButton(), CANCEL)
 
     def ask_open_path(self) -> str | None:
         patterns = " ".join(f"*{e}" for e in SUPPORTED_EXTENSIONS)
@@ -260,20 +302,22 @@ class VoicePanel(QWidget):
         try:
             samples = read_audio(path)
         except S2Error as err:
-            self.problem.emit(str(err))
+            self.problem.emit(str(err), CLIP)
             return False
-        self.set_reference(samples, path.name, transcript_beside(path))
-        if not self.name_edit.text().strip():
-            self.name_edit.setText(path.stem)
+        self.set_reference(samples, path.name, transcript_beside(path), name=path.stem)
         return True
 
-    def set_reference(self, samples: np.ndarray, label: str, transcript: str = "") -> None:
+    def set_reference(self, samples: np.ndarray, label: str, transcript: str = "", name: str = "") -> None:
+        """A new clip starts afresh: its own transcript ("" if none was found) and its own name —
+        never the previous clip's, which Generate would otherwise silently use."""
         self.audio.stop()
         self._reference = np.asarray(samples, np.float32)
         self._reference_label = label
         self.waveform.set_audio(self._reference, CODEC_SAMPLE_RATE)
-        if transcript:
-            self.transcript.setPlainText(transcript)
+        self.transcript.setPlainText(transcript)
+        self.name_edit.setText(name)
+        self.problem_gone.emit(CLIP)
+        self.problem_gone.emit(TRANSCRIPT)  # that message was about the previous clip
         self.reload_voices(UNSAVED_REFERENCE)
         self._update_region_label(None)
         self._update_buttons()
@@ -294,32 +338,57 @@ class VoicePanel(QWidget):
             return
         total = len(self._reference) / CODEC_SAMPLE_RATE
         kept = len(self.kept_region()) / CODEC_SAMPLE_RATE
-        hint = "drag on the waveform to keep only a part" if self.waveform.selection is None else "selected part kept"
-        self.region_label.setText(f"{kept:.1f} s of {total:.1f} s · {hint}")
+        self.region_label.setText(f"Keeping {kept:.1f} s of {total:.1f} s")
+        self.region_label.setToolTip(self.waveform.toolTip())
 
     def request_save(self) -> None:
         region = self.kept_region()
         if region is None:
-            self.problem.emit("Open, drop or record a reference clip first.")
+            self.problem.emit("Open, drop or record a reference clip first.", CLIP)
             return
         transcript = self.transcript.toPlainText().strip()
         if not transcript:
-            self.problem.emit("Type the transcript of the clip: the model needs to know what is said in it.")
+            self.problem.emit("Type the transcript of the clip: the model needs to know what is said in it.",
+                              TRANSCRIPT)
             return
         try:
             validate_reference(region, CODEC_SAMPLE_RATE)
         except S2Error as err:
-            self.problem.emit(str(err))
+            self.problem.emit(str(err), CLIP)
             return
         name = self.name_edit.text().strip() or self._reference_label.rsplit(".", 1)[0] or "voice"
+        replace_id = None
+        while (existing := self._voice_named(name)) is not None:
+            answer = self.ask_name_clash(name)
+            if answer == REPLACE:
+                replace_id = existing
+                break
+            if answer != RENAME:
+                return
+            new_name = self.ask_text("Save as voice", "Name for the new voice:", name)
+            if not new_name:
+                return
+            name = new_name
+        self.name_edit.setText(name)
         self.save_button.setEnabled(False)
         self.save_button.setText("Saving…")
-        self.save_requested.emit(region, transcript, name)
+        self.save_requested.emit(region, transcript, name, replace_id)
+
+    def _voice_named(self, name: str) -> str | None:
+        """The id of the saved voice whose name is ``name`` (case-insensitively), if any."""
+        try:
+            infos = self.library.list()
+        except OSError:
+            return None
+        folded = name.casefold()
+        return next((info.id for info in infos if info.name.casefold() == folded), None)
 
     def voice_saved(self, info) -> None:
         self.save_button.setText("Save as voice")
         self._update_buttons()
         self.reload_voices(info.id)
+        self.problem_gone.emit(TRANSCRIPT)
+        self.problem_gone.emit(CLIP)
 
     def save_failed(self) -> None:
         self.save_button.setText("Save as voice")
@@ -367,9 +436,7 @@ class VoicePanel(QWidget):
             self.record_button.setText("● Record")
             self.level_meter.set_level(0.0)
             if len(take):
-                self.set_reference(take, "recording")
-                if not self.name_edit.text().strip():
-                    self.name_edit.setText("My voice")
+                self.set_reference(take, "recording", name="My voice")
 
     def _on_level(self, level: float, elapsed: float) -> None:
         self.level_meter.set_level(level)

@@ -3,6 +3,10 @@
 The time axis spans ``max(audio length, min_seconds)``, so live output visibly grows from
 the left instead of being rescaled to full width on every chunk. Peaks are recomputed only
 when the audio or the width changes, never in ``paintEvent``.
+
+A selectable view is also a keyboard control (trimming must not need a mouse): ←/→ move the
+start handle, Shift+←/→ the end handle, by a tenth of a second (Ctrl: a whole second);
+Home/End put the start/end back at the clip's edges.
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from s2studio.app.peaks import peak_buckets
 
 
+KEY_STEP_SECONDS = 0.1
+KEY_BIG_STEP_SECONDS = 1.0
+
+
 class WaveformView(QWidget):
     selection_changed = Signal(object)  # (start, end) in samples, or None
     seek_requested = Signal(int)  # sample
@@ -24,6 +32,8 @@ class WaveformView(QWidget):
         self.setMinimumHeight(70)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.selectable = selectable
+        if selectable:
+            self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.placeholder = placeholder
         self.sample_rate = 44100
         self.min_seconds = 0.0
@@ -137,6 +147,38 @@ class WaveformView(QWidget):
         else:
             self.seek_requested.emit(here)
 
+    # ---- keyboard -----------------------------------------------------------------------------
+    def keyPressEvent(self, event) -> None:
+        n = self.sample_count
+        key, mods = event.key(), event.modifiers()
+        if not (self.selectable and n) or key not in (Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Home,
+                                                       Qt.Key.Key_End):
+            super().keyPressEvent(event)
+            return
+        start, end = self._selection or (0, n)
+        if key == Qt.Key.Key_Home:
+            start = 0
+        elif key == Qt.Key.Key_End:
+            end = n
+        else:
+            seconds = KEY_BIG_STEP_SECONDS if mods & Qt.KeyboardModifier.ControlModifier else KEY_STEP_SECONDS
+            step = int(round(seconds * self.sample_rate)) * (1 if key == Qt.Key.Key_Right else -1)
+            gap = max(1, int(KEY_STEP_SECONDS * self.sample_rate))  # handles never cross or meet
+            if mods & Qt.KeyboardModifier.ShiftModifier:
+                end = min(n, max(start + gap, end + step))
+            else:
+                start = max(0, min(end - gap, start + step))
+        self.set_selection(None if (start, end) == (0, n) else (start, end))
+        event.accept()
+
+    def focusInEvent(self, event) -> None:
+        self.update()
+        super().focusInEvent(event)
+
+    def focusOutEvent(self, event) -> None:
+        self.update()
+        super().focusOutEvent(event)
+
     # ---- painting ---------------------------------------------------------------------------
     def paintEvent(self, _event) -> None:
         p = QPainter(self)
@@ -159,9 +201,15 @@ class WaveformView(QWidget):
             p.drawLine(QPointF(0, mid), QPointF(self.width(), mid))
         else:  # no zero line here: it would strike through the placeholder text
             p.setPen(pal.color(QPalette.ColorRole.PlaceholderText))
-            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, self.placeholder)
+            # wrapped: in a narrow panel a single line was cut off at both ends
+            p.drawText(self.rect().adjusted(6, 4, -6, -4),
+                       Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.placeholder)
         if self._playhead is not None:
             x = self._x_of(self._playhead)
             p.setPen(QPen(pal.color(QPalette.ColorRole.Text), 2))
             p.drawLine(QPointF(x, 0), QPointF(x, h))
+        if self.hasFocus():  # a plain frame in the accent colour: the style's dotted one is too faint here
+            p.setPen(QPen(accent, 2))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.drawRect(QRectF(1, 1, self.width() - 2, h - 2))
         p.end()

@@ -37,6 +37,7 @@ INTRO = (
 
 class WelcomePage(QWidget):
     files_chosen = Signal(str, str)  # model path, tokenizer path ("" = beside the model)
+    back_requested = Signal()  # leave without changing the model (shown when one is already set)
 
     def __init__(self, parent=None, client_factory=None):
         super().__init__(parent)
@@ -95,12 +96,21 @@ class WelcomePage(QWidget):
         column.addWidget(self.status)
         row = QHBoxLayout()
         row.addStretch(1)
+        self.back_button = QPushButton("Back")
+        self.back_button.setToolTip("Back to the studio, keeping the current model (Esc)")
+        self.back_button.clicked.connect(self.back_requested)
+        self.back_button.hide()
+        row.addWidget(self.back_button)
         self.continue_button = QPushButton("Start")
         self.continue_button.setEnabled(False)
         self.continue_button.clicked.connect(self._finish)
         row.addWidget(self.continue_button)
         column.addLayout(row)
         column.addStretch(1)
+
+    def set_can_go_back(self, can: bool) -> None:
+        """Reached from Model ▸ Choose model files… with a model already set: offer a way back."""
+        self.back_button.setVisible(can)
 
     # ---- picking files ----------------------------------------------------------------------
     def ask_open_path(self, title: str, pattern: str) -> str | None:

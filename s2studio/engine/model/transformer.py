@@ -114,30 +114,58 @@ class KVCache:
         self.v[layer][:, pos0:pos0 + n] = v.to(self.v[layer].dtype)
 
 
+# Most bytes one block of attention scores (query rows × keys, float32) may take. A prefill of
+# T positions would otherwise materialise H·T² scores at once (4 GB for T = 16k on the real
+# model); cutting the queries into blocks keeps memory linear in T. Rows of a softmax are
+# independent, so blocking changes only which rows one GEMM computes, not the maths.
+ATTENTION_BLOCK_BYTES = 32 << 20
+
+
+def attention_query_block(n_head: int, n_keys: int, budget: int | None = None) -> int:
+    """Query rows per block so that n_head × rows × n_keys float32 scores fit ``budget``
+    (default :data:`ATTENTION_BLOCK_BYTES`, read at call time)."""
+    budget = ATTENTION_BLOCK_BYTES if budget is None else budget
+    return max(1, budget // (4 * n_head * max(n_keys, 1)))
+
+
 def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, cache: KVCache | None,
-           layer: int, pos0: int) -> torch.Tensor:
+           layer: int, pos0: int, block: int | None = None) -> torch.Tensor:
     """Causal GQA attention of n new queries over cached history plus the new keys.
 
     q: (H, n, hd); k_new/v_new: (Hkv, n, hd), all float32. Returns (n, H*hd).
     Written as grouped matmul-softmax-matmul: much faster than SDPA for one query on the CPU.
+    Queries are taken ``block`` rows at a time (default: :func:`attention_query_block`), so a
+    long prefill never holds all n × (pos0 + n) scores; a block's queries only see the new
+    keys up to their own position, as one causal call would.
     """
     h, n, hd = q.shape
     hkv = k_new.shape[0]
     g = h // hkv
+    if block is None:
+        block = attention_query_block(h, pos0 + n)
     # Query head i uses KV head i // g: group consecutive query heads per KV head.
-    qg = q.reshape(hkv, g * n, hd) * (1.0 / math.sqrt(hd))
-    scores_new = qg @ k_new.transpose(1, 2)  # (hkv, g*n, n)
-    causal = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
-    scores_new = scores_new.masked_fill(~causal.repeat(g, 1), float("-inf"))
+    qg = q.reshape(hkv, g, n, hd) * (1.0 / math.sqrt(hd))
     if cache is not None and pos0 > 0:
         k_old = cache.k[layer][:, :pos0].to(torch.float32)
         v_old = cache.v[layer][:, :pos0].to(torch.float32)
-        scores = torch.cat((qg @ k_old.transpose(1, 2), scores_new), dim=-1)
-        p = torch.softmax(scores, dim=-1)
-        out = p[..., :pos0] @ v_old + p[..., pos0:] @ v_new
     else:
-        out = torch.softmax(scores_new, dim=-1) @ v_new
-    # (hkv, g*n, hd) -> (h, n, hd) -> (n, h*hd), head-major features as ggml concatenates them.
+        k_old = v_old = None
+    out = torch.empty(hkv, g, n, hd, dtype=torch.float32, device=q.device)
+    for a in range(0, n, block):
+        b = min(a + block, n)
+        qb = qg[:, :, a:b].reshape(hkv, g * (b - a), hd)
+        # Keys past b are in the future of every query in this block: leave them out.
+        scores_new = (qb @ k_new[:, :b].transpose(1, 2)).view(hkv, g, b - a, b)
+        causal = torch.arange(b, device=q.device)[None, :] <= torch.arange(a, b, device=q.device)[:, None]
+        scores_new = scores_new.masked_fill(~causal, float("-inf")).view(hkv, g * (b - a), b)
+        if k_old is not None:
+            scores = torch.cat((qb @ k_old.transpose(1, 2), scores_new), dim=-1)
+            p = torch.softmax(scores, dim=-1)
+            ob = p[..., :pos0] @ v_old + p[..., pos0:] @ v_new[:, :b]
+        else:
+            ob = torch.softmax(scores_new, dim=-1) @ v_new[:, :b]
+        out[:, :, a:b] = ob.view(hkv, g, b - a, hd)
+    # (hkv, g, n, hd) -> (h, n, hd) -> (n, h*hd), head-major features as ggml concatenates them.
     return out.reshape(h, n, hd).transpose(0, 1).reshape(n, h * hd)
 
 

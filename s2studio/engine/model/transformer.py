@@ -118,14 +118,17 @@ class KVCache:
 # T positions would otherwise materialise H·T² scores at once (4 GB for T = 16k on the real
 # model); cutting the queries into blocks keeps memory linear in T. Rows of a softmax are
 # independent, so blocking changes only which rows one GEMM computes, not the maths.
-ATTENTION_BLOCK_BYTES = 32 << 20
+ATTENTION_BLOCK_BYTES = 16 << 20
+# ...but never fewer rows than this: each block re-reads all the keys, and tiny blocks would make
+# a long prefill bandwidth-bound (at 32k positions on the real model, 64 rows = 256 MB of scores).
+ATTENTION_MIN_BLOCK_ROWS = 64
 
 
 def attention_query_block(n_head: int, n_keys: int, budget: int | None = None) -> int:
     """Query rows per block so that n_head × rows × n_keys float32 scores fit ``budget``
     (default :data:`ATTENTION_BLOCK_BYTES`, read at call time)."""
     budget = ATTENTION_BLOCK_BYTES if budget is None else budget
-    return max(1, budget // (4 * n_head * max(n_keys, 1)))
+    return max(ATTENTION_MIN_BLOCK_ROWS, budget // (4 * n_head * max(n_keys, 1)))
 
 
 def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, cache: KVCache | None,
@@ -157,7 +160,7 @@ def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, cache: KVC
         # Keys past b are in the future of every query in this block: leave them out.
         scores_new = (qb @ k_new[:, :b].transpose(1, 2)).view(hkv, g, b - a, b)
         causal = torch.arange(b, device=q.device)[None, :] <= torch.arange(a, b, device=q.device)[:, None]
-        scores_new = scores_new.masked_fill(~causal, float("-inf")).view(hkv, g * (b - a), b)
+        scores_new = scores_new.masked_fill_(~causal, float("-inf")).view(hkv, g * (b - a), b)
         if k_old is not None:
             scores = torch.cat((qb @ k_old.transpose(1, 2), scores_new), dim=-1)
             p = torch.softmax(scores, dim=-1)

@@ -11,6 +11,8 @@ import sys
 
 import numpy as np
 
+from s2studio.engine.limits import argparse_type
+
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     """Model, tokenizer and device flags shared by commands that load the Dual-AR."""
@@ -24,12 +26,13 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-M", "--metal", action="store_true", help="same as --device mps")
     p.add_argument("-v", "--vulkan", type=int, metavar="N", default=None,
                    help="not available in the torch engine (use --cuda or --metal)")
-    p.add_argument("-ngl", "--gpu-layers", type=int, default=-1,
+    p.add_argument("-ngl", "--gpu-layers", type=argparse_type("gpu_layers", "--gpu-layers"), default=-1,
                    help="Slow-AR layers on the GPU: -1 all (default), 0 none, N the first N")
     p.add_argument("--dtype", default="auto", choices=["auto", "quantized", "float32", "float16", "bfloat16"],
                    help="weights: auto (float32 files stay float32; quantized blocks stay quantized on the CPU, "
                         "the rest float16), quantized, or dequantize everything to float32/float16/bfloat16")
-    p.add_argument("-threads", "--threads", type=int, default=0, help="CPU threads (0 = all cores)")
+    p.add_argument("-threads", "--threads", type=argparse_type("threads", "--threads"), default=0,
+                   help="CPU threads (0 = all cores; more than the cores is clamped to them)")
     add_codec_mode_options(p)
 
 
@@ -63,15 +66,20 @@ def engine_settings(args: argparse.Namespace):
 
 
 def add_sampling_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-max-tokens", "--max-tokens", type=int, default=1024,
-                   help="most audio frames to generate, ~21.5 per second (default 1024)")
-    p.add_argument("--min-tokens-before-end", type=int, default=0,
+    p.add_argument("-max-tokens", "--max-tokens", type=argparse_type("max_new_tokens", "--max-tokens"), default=1024,
+                   help="most audio frames to generate, ~21.5 per second (default 1024; prompt + frames must "
+                        "fit the model's context)")
+    p.add_argument("--min-tokens-before-end", type=argparse_type("min_tokens_before_end", "--min-tokens-before-end"),
+                   default=0,
                    help="frames before the model may end the utterance (default 0)")
-    p.add_argument("-temp", "--temp", "--temperature", dest="temperature", type=float, default=0.8,
-                   help="sampling temperature; 0 = greedy (default 0.8)")
-    p.add_argument("-top-p", "--top-p", dest="top_p", type=float, default=0.8, help="nucleus cut (default 0.8)")
-    p.add_argument("-top-k", "--top-k", dest="top_k", type=int, default=30, help="top-k cut (default 30)")
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: a new one, printed)")
+    p.add_argument("-temp", "--temp", "--temperature", dest="temperature", type=argparse_type("temperature", "--temp"),
+                   default=0.8, help="sampling temperature, 0-2; 0 = greedy (default 0.8)")
+    p.add_argument("-top-p", "--top-p", dest="top_p", type=argparse_type("top_p", "--top-p"), default=0.8,
+                   help="nucleus cut, 0-1 (default 0.8)")
+    p.add_argument("-top-k", "--top-k", dest="top_k", type=argparse_type("top_k", "--top-k"), default=30,
+                   help="top-k cut, 0-4096; 0 = none (default 30)")
+    p.add_argument("--seed", type=argparse_type("seed", "--seed"), default=None,
+                   help="random seed, 0 to 2^64-1 (default: a new one, printed)")
     p.add_argument("--no-ras", action="store_true",
                    help="turn off repetition-aware resampling (it is also off at temperature 0)")
 
@@ -313,16 +321,17 @@ def register(subparsers) -> None:
                    help="list the saved voices and exit (with --server: the server's voices)")
     p.add_argument("--segment-sentences", action="store_true",
                    help="split long text into sentences, synthesized one after another")
-    p.add_argument("--sentence-pause-ms", type=int, default=180, help="silence between sentences (default 180)")
-    p.add_argument("--segment-max-chars", type=int, default=0,
+    p.add_argument("--sentence-pause-ms", type=argparse_type("pause_ms", "--sentence-pause-ms"), default=180,
+                   help="silence between sentences, 0-10000 (default 180)")
+    p.add_argument("--segment-max-chars", type=argparse_type("max_chars", "--segment-max-chars"), default=0,
                    help="also split sentences longer than this at clauses/spaces (0 = no limit)")
     p.add_argument("--codec-context-frames", type=int, default=None,
                    help="accepted for s2.cpp compatibility; the incremental decoder needs no context window")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     p.add_argument("--stream-file", action="store_true",
                    help="write 16-bit PCM through the streaming decoder as frames are generated")
-    p.add_argument("--stream-decode-stride", type=int, default=0,
-                   help="frames per decoded chunk (0 = 16, as s2.cpp)")
+    p.add_argument("--stream-decode-stride", type=argparse_type("stream_stride", "--stream-decode-stride", also=(0,)),
+                   default=0, help="frames per decoded chunk, 1-1024 (0 = 16, as s2.cpp)")
     remote = p.add_argument_group("engine on another machine")
     remote.add_argument("--server", default=None, metavar="URL[,URL...]",
                         help="synthesize on `s2studio serve` at this address instead of loading a model here "

@@ -23,12 +23,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from s2studio.audio.validation import CODEC_SAMPLE_RATE, DEFAULT_MAX_REFERENCE_SECONDS, SAMPLES_PER_CODE_FRAME
 from s2studio.errors import InputError
+
+# The codec's numbers, as s2studio.audio.validation has them (a test keeps them equal): importing
+# s2studio.audio here would load soundfile and soxr on the app's UI thread before its window.
+CODEC_SAMPLE_RATE = 44100
+SAMPLES_PER_CODE_FRAME = 2048
+MAX_REFERENCE_SECONDS = 60.0  # s2studio.audio.DEFAULT_MAX_REFERENCE_SECONDS
 
 MAX_TEXT_CHARS = 100_000
 MAX_CONTEXT = 32_768  # S2 Pro's context_length; a model file may declare less
-MAX_REFERENCE_SECONDS = DEFAULT_MAX_REFERENCE_SECONDS
 MAX_REFERENCE_SAMPLES = int(MAX_REFERENCE_SECONDS * CODEC_SAMPLE_RATE)
 MAX_REFERENCE_FRAMES = int(math.ceil(MAX_REFERENCE_SAMPLES / SAMPLES_PER_CODE_FRAME))  # 1292
 
@@ -94,9 +98,9 @@ def check(field: str, value, *, label: str | None = None):
     return value
 
 
-def argparse_type(field: str, flag: str):
+def argparse_type(field: str, flag: str, *, also: tuple = ()):
     """An argparse ``type=`` function that parses and range-checks one flag: out of range is a
-    one-line usage error naming the flag."""
+    one-line usage error naming the flag. ``also``: extra accepted values (e.g. 0 = default)."""
     import argparse
 
     lim = LIMITS[field]
@@ -107,6 +111,8 @@ def argparse_type(field: str, flag: str):
         except ValueError:
             kind = "a whole number" if lim.integer else "a number"
             raise argparse.ArgumentTypeError(f"{flag} must be {kind} in {lim.describe()}, not {text!r}") from None
+        if value in also:
+            return value
         try:
             return check(field, value, label=flag)
         except InputError as err:

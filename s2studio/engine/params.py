@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from s2studio.engine.limits import check
 from s2studio.errors import InputError
 
 
@@ -19,8 +20,13 @@ class GenerationParams:
     seed: int | None = None
 
     def validated(self) -> "GenerationParams":
-        if self.max_new_tokens < 1:
-            raise InputError(f"max_new_tokens must be at least 1, not {self.max_new_tokens}")
-        if self.temperature < 0 or self.top_p < 0 or self.top_k < 0 or self.min_tokens_before_end < 0:
-            raise InputError("temperature, top_p, top_k and min_tokens_before_end must not be negative")
+        """Self, if every field lies in its documented range (:data:`s2studio.engine.limits.LIMITS`);
+        otherwise an :class:`InputError` naming the field. The model in use bounds
+        ``max_new_tokens`` further (prompt + frames ≤ its context), checked at generation."""
+        for name in ("max_new_tokens", "temperature", "top_p", "top_k", "min_tokens_before_end"):
+            check(name, getattr(self, name))
+        if self.seed is not None:
+            check("seed", self.seed)
+        if not isinstance(self.ras, bool):
+            raise InputError(f"ras must be true or false, not {self.ras!r}.")
         return self

@@ -325,120 +325,171 @@ class Pipeline:
             return self.codec.encode(np.asarray(samples, dtype=np.float32))
 
     def synthesize(self, request: SynthesisRequest) -> SynthesisJob:
-        if not isinstance(request.text, str) or not request.text.strip():
-            raise InputError("There is no text to speak: the text is empty or only whitespace.")
-        if request.stream_stride < 1:
-            raise InputError("stream_stride must be at least 1 frame")
-        has_ref = request.reference_audio is not None or request.reference_codes is not None
-        if request.voice is not None and has_ref:
-            raise InputError("Give either a saved voice or reference audio, not both.")
-        if has_ref and not (request.reference_text or "").strip():
-            raise InputError("A reference voice needs the transcript of what is said in it.")
-        request.generation.validated()
+        check_request(request)
         return SynthesisJob(lambda job: self._run(request, job))
 
     def _run(self, request: SynthesisRequest, job: SynthesisJob) -> Iterator[AudioChunk]:
-        from s2studio.engine.model.generate import GenerationStats, generate_frames
-
         # The lock is held until the generator finishes or is closed: one take at a time.
         with self._lock:
-            timings = Timings()
-            if not self.is_loaded:
-                self.load()
-                timings.load_s = self.last_load_s
-            t_start = time.perf_counter()  # total_s and the real-time factor exclude loading
+            try:
+                yield from self._run_locked(request, job)
+            finally:
+                # A take's KV cache can be large (prompt + frames); it must not stay alive
+                # until the next take.
+                if self.model is not None:
+                    self.model.release_cache()
 
-            def first(chunk: AudioChunk) -> AudioChunk:
-                if not timings.first_audio_s:
-                    timings.first_audio_s = time.perf_counter() - t_start
-                return chunk
+    def _run_locked(self, request: SynthesisRequest, job: SynthesisJob) -> Iterator[AudioChunk]:
+        from s2studio.engine.model.generate import GenerationStats, generate_frames
 
-            model, codec, tok = self.model, self.codec, self.tokenizer
-            ref_codes, ref_text = self._reference(request, timings)
-            segments = self.segments_of(request)
+        timings = Timings()
+        if not self.is_loaded:
+            self.load()
+            timings.load_s = self.last_load_s
+        t_start = time.perf_counter()  # total_s and the real-time factor exclude loading
+
+        def first(chunk: AudioChunk) -> AudioChunk:
+            if not timings.first_audio_s:
+                timings.first_audio_s = time.perf_counter() - t_start
+            return chunk
+
+        model, codec, tok = self.model, self.codec, self.tokenizer
+        ref_codes, ref_text = self._reference(request, timings)
+        # Build every prompt first: a bad segment, or one the model's context cannot hold,
+        # fails before any audio is produced.
+        segments, all_prompts, segmented = self._segments_fitting_context(request, ref_codes, ref_text)
+        wanted = set(range(len(segments))) if request.only_segments is None else set(request.only_segments)
+        if not wanted <= set(range(len(segments))):
+            raise InputError(f"The text has {len(segments)} segments; cannot regenerate {sorted(wanted)}.")
+        prompts = {i: all_prompts[i] for i in wanted}
+        del all_prompts
+        base_seed = request.generation.seed
+        if base_seed is None:
+            import random
+
+            base_seed = random.SystemRandom().randrange(2**63)
+        take: list[np.ndarray] = []  # audio pieces of the take, pauses included
+        results: list[SegmentResult] = []
+        stop_reason = ""
+        n_seg = len(segments)
+        for seg in segments:
+            if seg.index not in wanted:
+                continue
+            if job.cancel_event.is_set():
+                stop_reason = "cancelled"
+                break
+            seed = base_seed if not segmented else derive_seed(base_seed, seg.index)
+            params = dataclasses.replace(request.generation, seed=seed)
+            stats = GenerationStats()
+            decoder = codec.stream_decoder()
+            frames: list[np.ndarray] = []
+            pending: list[np.ndarray] = []
+            pieces: list[np.ndarray] = []
+            for frame in generate_frames(model, prompts[seg.index], params, im_end_id=tok.im_end_id,
+                                         cancel=job.cancel_event, stats=stats):
+                frames.append(frame.codes)
+                pending.append(frame.codes)
+                if job.cancel_event.is_set():
+                    break  # Stop answers within one frame: no decode after a cancel
+                if len(pending) >= request.stream_stride:
+                    yield first(self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings))
+            if job.cancel_event.is_set():
+                stats.stop_reason = "cancelled"
+                del frames[len(frames) - len(pending):]  # keep codes and audio in step
+                pending.clear()
+            if pending:
+                yield first(self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings))
+            timings.prefill_s += stats.prefill_s
+            timings.generate_s += stats.slow_s + stats.fast_s
+            timings.frames += stats.frames
+            stop_reason = stats.stop_reason
+            audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+            if request.postprocess.trim_silence and n_seg > 1 and len(audio):
+                from s2studio.audio import trim_trailing_silence
+
+                audio = trim_trailing_silence(audio, codec.sample_rate)  # per segment, as s2.cpp
+            start = sum(len(a) for a in take)
+            take.append(audio)
+            codes = np.stack(frames, axis=1) if frames else np.zeros((model.cfg.num_codebooks, 0), np.int32)
+            results.append(SegmentResult(seg.index, seg.text, seed, codes, stop_reason, start, start + len(audio)))
+            if stop_reason == "cancelled":
+                break
+            pause = int(round(seg.pause_after_ms * codec.sample_rate / 1000)) if seg.index < n_seg - 1 else 0
+            if pause and request.only_segments is None:
+                silence = np.zeros(pause, np.float32)
+                take.append(silence)
+                yield AudioChunk(silence, codec.sample_rate, seg.index, n_seg, len(frames), 0)
+        if not any(r.codes.shape[1] for r in results) and stop_reason != "cancelled":
+            raise GenerationError("The model ended the utterance before producing any audio. "
+                                  "Try other text, a higher temperature or another seed.")
+        audio = np.concatenate(take) if take else np.zeros(0, dtype=np.float32)
+        pp = request.postprocess
+        if len(audio) and (pp.trim_silence or pp.normalize or pp.dynamic_normalize):
+            from s2studio.audio import apply_postprocess
+
+            audio = apply_postprocess(audio, codec.sample_rate, **dataclasses.asdict(pp))
+        timings.audio_s = len(audio) / codec.sample_rate
+        timings.total_s = time.perf_counter() - t_start
+        all_codes = np.concatenate([r.codes for r in results], axis=1) if results else \
+            np.zeros((model.cfg.num_codebooks, 0), np.int32)
+        job.result = SynthesisResult(audio.astype(np.float32, copy=False), codec.sample_rate, all_codes,
+                                     base_seed, stop_reason, results, timings)
+        log.info("synthesized %.2f s of audio (%d segment(s)) in %.2f s: %d frames, %.0f ms/frame, "
+                 "prefill %.2f s, codec %.2f s, seed %d, %s", timings.audio_s, len(results), timings.total_s,
+                 timings.frames, timings.ms_per_frame, timings.prefill_s, timings.decode_s, base_seed,
+                 stop_reason)
+
+    def _segments_fitting_context(self, request: SynthesisRequest, ref_codes, ref_text
+                                  ) -> tuple[list, list[np.ndarray], bool]:
+        """The request's segments and every segment's prompt, each prompt short enough that
+        it plus ``max_new_tokens`` fits the model's context. A text too long for one prompt is
+        split into sentences (then clauses and spaces) at a character limit that makes every
+        piece fit; the same request always splits the same way, so ``only_segments`` indices
+        stay meaningful. Returns (segments, prompts, segmented)."""
+        from s2studio.engine.model.generate import check_fits_context
+        from s2studio.engine.text.segmentation import pack_segments, split_text
+
+        model, tok = self.model, self.tokenizer
+        context, n_max = model.cfg.context_length, request.generation.max_new_tokens
+        seg = request.segmentation
+
+        def prompts_for(segments):
             if not segments:
                 raise InputError("There is no text to speak: the text is empty or only whitespace.")
-            wanted = set(range(len(segments))) if request.only_segments is None else set(request.only_segments)
-            if not wanted <= set(range(len(segments))):
-                raise InputError(f"The text has {len(segments)} segments; cannot regenerate {sorted(wanted)}.")
-            # Build every prompt first: a bad segment fails before any audio is produced.
-            prompts = {s.index: build_prompt_for(tok, model, s.text, ref_codes, ref_text)
-                       for s in segments if s.index in wanted}
-            base_seed = request.generation.seed
-            if base_seed is None:
-                import random
+            return [build_prompt_for(tok, model, s.text, ref_codes, ref_text) for s in segments]
 
-                base_seed = random.SystemRandom().randrange(2**63)
-            take: list[np.ndarray] = []  # audio pieces of the take, pauses included
-            results: list[SegmentResult] = []
-            stop_reason = ""
-            n_seg = len(segments)
-            for seg in segments:
-                if seg.index not in wanted:
-                    continue
-                if job.cancel_event.is_set():
-                    stop_reason = "cancelled"
-                    break
-                seed = base_seed if not request.segmentation.enabled else derive_seed(base_seed, seg.index)
-                params = dataclasses.replace(request.generation, seed=seed)
-                stats = GenerationStats()
-                decoder = codec.stream_decoder()
-                frames: list[np.ndarray] = []
-                pending: list[np.ndarray] = []
-                pieces: list[np.ndarray] = []
-                for frame in generate_frames(model, prompts[seg.index], params, im_end_id=tok.im_end_id,
-                                             cancel=job.cancel_event, stats=stats):
-                    frames.append(frame.codes)
-                    pending.append(frame.codes)
-                    if job.cancel_event.is_set():
-                        break  # Stop answers within one frame: no decode after a cancel
-                    if len(pending) >= request.stream_stride:
-                        yield first(self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings))
-                if job.cancel_event.is_set():
-                    stats.stop_reason = "cancelled"
-                    del frames[len(frames) - len(pending):]  # keep codes and audio in step
-                    pending.clear()
-                if pending:
-                    yield first(self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings))
-                timings.prefill_s += stats.prefill_s
-                timings.generate_s += stats.slow_s + stats.fast_s
-                timings.frames += stats.frames
-                stop_reason = stats.stop_reason
-                audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
-                if request.postprocess.trim_silence and n_seg > 1 and len(audio):
-                    from s2studio.audio import trim_trailing_silence
+        def fits(prompts) -> bool:
+            return max(p.shape[1] for p in prompts) + n_max <= context
 
-                    audio = trim_trailing_silence(audio, codec.sample_rate)  # per segment, as s2.cpp
-                start = sum(len(a) for a in take)
-                take.append(audio)
-                codes = np.stack(frames, axis=1) if frames else np.zeros((model.cfg.num_codebooks, 0), np.int32)
-                results.append(SegmentResult(seg.index, seg.text, seed, codes, stop_reason, start, start + len(audio)))
-                if stop_reason == "cancelled":
-                    break
-                pause = int(round(seg.pause_after_ms * codec.sample_rate / 1000)) if seg.index < n_seg - 1 else 0
-                if pause and request.only_segments is None:
-                    silence = np.zeros(pause, np.float32)
-                    take.append(silence)
-                    yield AudioChunk(silence, codec.sample_rate, seg.index, n_seg, len(frames), 0)
-            if not any(r.codes.shape[1] for r in results) and stop_reason != "cancelled":
-                raise GenerationError("The model ended the utterance before producing any audio. "
-                                      "Try other text, a higher temperature or another seed.")
-            audio = np.concatenate(take) if take else np.zeros(0, dtype=np.float32)
-            pp = request.postprocess
-            if len(audio) and (pp.trim_silence or pp.normalize or pp.dynamic_normalize):
-                from s2studio.audio import apply_postprocess
-
-                audio = apply_postprocess(audio, codec.sample_rate, **dataclasses.asdict(pp))
-            timings.audio_s = len(audio) / codec.sample_rate
-            timings.total_s = time.perf_counter() - t_start
-            all_codes = np.concatenate([r.codes for r in results], axis=1) if results else \
-                np.zeros((model.cfg.num_codebooks, 0), np.int32)
-            job.result = SynthesisResult(audio.astype(np.float32, copy=False), codec.sample_rate, all_codes,
-                                         base_seed, stop_reason, results, timings)
-            log.info("synthesized %.2f s of audio (%d segment(s)) in %.2f s: %d frames, %.0f ms/frame, "
-                     "prefill %.2f s, codec %.2f s, seed %d, %s", timings.audio_s, len(results), timings.total_s,
-                     timings.frames, timings.ms_per_frame, timings.prefill_s, timings.decode_s, base_seed,
-                     stop_reason)
+        segments = self.segments_of(request)
+        prompts = prompts_for(segments)
+        if fits(prompts):
+            return segments, prompts, seg.enabled
+        longest = max(range(len(prompts)), key=lambda i: prompts[i].shape[1])
+        overhead = prompts[longest].shape[1] - len(tok.encode(segments[longest].text))
+        if overhead + 1 + n_max > context:
+            # Even one token of text would not fit: say which number to change.
+            check_fits_context(overhead + 1, n_max, context)
+        # Characters per token of this text, measured; start a little below the estimate and
+        # tighten until every piece fits (tokens per character vary along a text).
+        chars_per_token = len(segments[longest].text) / max(1, prompts[longest].shape[1] - overhead)
+        max_chars = max(1, int(0.9 * (context - n_max - overhead) * chars_per_token))
+        if seg.max_chars:
+            max_chars = min(max_chars, seg.max_chars)
+        while True:
+            segments = split_text(request.text, max_chars=max_chars, mode=seg.mode, pause_ms=seg.pause_ms,
+                                  seed=request.generation.seed)
+            if not seg.enabled:  # not asked for sentences: as few pieces as fit
+                segments = pack_segments(segments, max_chars, pause_ms=seg.pause_ms, seed=request.generation.seed)
+            prompts = prompts_for(segments)
+            if fits(prompts):
+                log.info("the text is too long for one prompt (context %d, max_new_tokens %d): split into %d "
+                         "segments of at most %d characters", context, n_max, len(segments), max_chars)
+                return segments, prompts, True
+            if max_chars == 1:
+                worst = max(p.shape[1] for p in prompts)
+                check_fits_context(worst, n_max, context)  # raises: names the numbers
+            max_chars = max(1, int(max_chars * 0.7))
 
     def _reference(self, request: SynthesisRequest, timings: Timings) -> tuple[np.ndarray | None, str | None]:
         """The reference codes and transcript of a request (voice, codes, or audio to encode)."""
@@ -471,6 +522,40 @@ class Pipeline:
         pieces.append(samples)
         pending.clear()
         return chunk
+
+
+def check_request(request: SynthesisRequest) -> None:
+    """Every field of a request against its documented range (:mod:`s2studio.engine.limits`):
+    one :class:`InputError` naming the field, before any work."""
+    from s2studio.engine.limits import MAX_TEXT_CHARS, check
+
+    text = request.text
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("There is no text to speak: the text is empty or only whitespace.")
+    if len(text) > MAX_TEXT_CHARS:
+        raise InputError(f"text is {len(text)} characters long; at most {MAX_TEXT_CHARS} can be spoken in one "
+                         "request. Split it into several.")
+    check("stream_stride", request.stream_stride)
+    seg = request.segmentation
+    check("max_chars", seg.max_chars, label="segmentation.max_chars")
+    check("pause_ms", seg.pause_ms, label="segmentation.pause_ms")
+    if request.only_segments is not None:
+        for i in request.only_segments:
+            check("only_segments", i)
+    request.generation.validated()
+    has_ref = request.reference_audio is not None or request.reference_codes is not None
+    if request.voice is not None and has_ref:
+        raise InputError("Give either a saved voice or reference audio, not both.")
+    if has_ref and not (request.reference_text or "").strip():
+        raise InputError("A reference voice needs the transcript of what is said in it.")
+    if request.reference_audio is not None:
+        n = int(np.shape(request.reference_audio)[-1]) if np.ndim(request.reference_audio) else 0
+        check("reference_samples", n, label="reference_audio (samples at 44.1 kHz)")
+    if request.reference_codes is not None:
+        shape = np.shape(request.reference_codes)
+        if len(shape) != 2:
+            raise InputError(f"reference_codes must be a [codebooks, frames] array, not shape {shape}.")
+        check("reference_frames", int(shape[1]), label="reference_codes (frames)")
 
 
 def build_prompt_for(tok, model, text: str, ref_codes, ref_text) -> np.ndarray:

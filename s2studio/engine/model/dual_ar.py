@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from s2studio.engine.model.config import ModelConfig
+from s2studio.errors import InputError
 from s2studio.engine.model.transformer import KVCache, RopeTable, linear, rms_norm, stack_forward
 from s2studio.engine.kernels.qmatrix import QuantMatrix
 from s2studio.engine.model.weights import DualARWeights
@@ -34,15 +35,23 @@ class DualAR:
         self._head_rows: torch.Tensor | None = None
 
     # ---- Slow-AR ------------------------------------------------------------------------
-    def new_cache(self, capacity: int) -> None:
-        """Preallocate the Slow-AR KV cache for prompt length + max new frames (+1 spare)."""
+    def new_cache(self, capacity: int, start: int | None = None) -> None:
+        """A Slow-AR KV cache for up to ``capacity`` positions (prompt + max new frames + 1).
+
+        Only ``start`` positions (default: all) are allocated now, the rest as they are used.
+        The previous cache is dropped, never reused: a take that once asked for a huge budget
+        must not keep its memory for every later take."""
+        if capacity > self.cfg.context_length + 1:
+            raise InputError(f"The prompt and frame budget need {capacity - 1} positions; the model's context "
+                             f"holds {self.cfg.context_length}.")
+        start = capacity if start is None else max(1, min(start, capacity))
         devices = [lw.device for lw in self.w.slow.layers]
-        if self.cache is not None and self.cache.capacity >= capacity \
-                and [t.device for t in self.cache.k] == devices:
-            self.cache.reset()
-            return
         self.cache = None  # free the old one first: at full size it is hundreds of MB
-        self.cache = KVCache(self.cfg.slow, capacity, devices, self.kv_dtype, self.kv_round_f16)
+        self.cache = KVCache(self.cfg.slow, start, devices, self.kv_dtype, self.kv_round_f16, limit=capacity)
+
+    def release_cache(self) -> None:
+        """Drop the Slow-AR KV cache (a finished take's memory)."""
+        self.cache = None
 
     @torch.no_grad()
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -77,8 +86,8 @@ class DualAR:
             raise RuntimeError("call new_cache() before evaluating")
         n = tokens.shape[1]
         pos0 = self.cache.n_past
-        if pos0 + n > self.cache.capacity:
-            raise RuntimeError(f"KV cache full ({self.cache.capacity} positions)")
+        if not self.cache.reserve(pos0 + n):
+            raise RuntimeError(f"KV cache full ({self.cache.limit} positions)")
         x = self.embed(tokens)
         x = stack_forward(x, self.w.slow, self.slow_rope, pos0, self.cache, collect)
         self.cache.n_past = pos0 + n

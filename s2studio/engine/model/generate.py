@@ -53,6 +53,21 @@ class GenerationStats:
         return 1000.0 * (self.slow_s + self.fast_s) / max(self.frames, 1)
 
 
+# Frames the Slow-AR KV cache has room for before it first grows.
+CACHE_START_FRAMES = 256
+
+
+def check_fits_context(prompt_tokens: int, max_new_tokens: int, context_length: int) -> None:
+    """The prompt plus the frame budget must fit the model's context (its positions)."""
+    if prompt_tokens >= context_length:
+        raise InputError(f"The prompt is {prompt_tokens} tokens, but the model's context holds only "
+                         f"{context_length}; use shorter text (or turn on segmentation) or a shorter reference.")
+    if prompt_tokens + max_new_tokens > context_length:
+        raise InputError(f"max_new_tokens {max_new_tokens} plus the prompt's {prompt_tokens} tokens exceed the "
+                         f"model's context of {context_length} positions; use at most "
+                         f"{context_length - prompt_tokens} frames for this prompt.")
+
+
 def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams, *, im_end_id: int,
                     cancel: threading.Event | None = None,
                     stats: GenerationStats | None = None) -> Iterator[Frame]:
@@ -84,9 +99,13 @@ def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams,
     tokens = torch.from_numpy(np.ascontiguousarray(prompt, dtype=np.int64))
     if tokens.ndim != 2 or tokens.shape[0] != C + 1:
         raise InputError(f"prompt must have {C + 1} rows, got shape {tuple(tokens.shape)}")
-    st.prompt_tokens = tokens.shape[1]
+    n_prompt = tokens.shape[1]
+    check_fits_context(n_prompt, n_max, cfg.context_length)
+    st.prompt_tokens = n_prompt
     t0 = time.perf_counter()
-    model.new_cache(tokens.shape[1] + n_max + 1)
+    # The cache starts at the prompt plus a few hundred frames and grows as frames come, so a
+    # large budget costs memory only if the model really speaks that long.
+    model.new_cache(n_prompt + n_max + 1, start=n_prompt + CACHE_START_FRAMES)
     hidden = model.forward_slow(tokens)
     step = 0
     main = sample_main(hidden, step, T, top_p)

@@ -88,14 +88,17 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class KVCache:
-    """Preallocated keys/values for one stack: per layer (n_kv_head, capacity, head_dim).
+    """Keys/values for one stack: per layer (n_kv_head, capacity, head_dim).
 
     One tensor pair per layer so each can live on its layer's device (GPU-layer split).
+    ``capacity`` positions are allocated now; :meth:`reserve` grows it up to ``limit`` as a
+    take gets longer, so a large frame budget that the model never uses costs no memory.
     """
 
     def __init__(self, cfg: TransformerConfig, capacity: int, devices: list[torch.device],
-                 dtype: torch.dtype = torch.float32, round_f16: bool = True):
+                 dtype: torch.dtype = torch.float32, round_f16: bool = True, limit: int | None = None):
         self.capacity = capacity
+        self.limit = max(capacity, limit or capacity)
         self.round_f16 = round_f16
         shape = (cfg.n_kv_head, capacity, cfg.head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=d) for d in devices]
@@ -104,6 +107,22 @@ class KVCache:
 
     def reset(self) -> None:
         self.n_past = 0
+
+    def reserve(self, positions: int) -> bool:
+        """Make room for ``positions`` in all; False if that is past ``limit``. Grows by half
+        the current size at least (few copies over a long take, at most 1.5× what is used)."""
+        if positions <= self.capacity:
+            return True
+        if positions > self.limit:
+            return False
+        new_cap = min(self.limit, max(positions, self.capacity + max(256, self.capacity // 2)))
+        for kv in (self.k, self.v):
+            for i, old in enumerate(kv):
+                grown = torch.zeros((old.shape[0], new_cap, old.shape[2]), dtype=old.dtype, device=old.device)
+                grown[:, :self.n_past] = old[:, :self.n_past]
+                kv[i] = grown
+        self.capacity = new_cap
+        return True
 
     def store(self, layer: int, pos0: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """k, v: (n_kv, n, hd) float32, written at positions pos0..pos0+n-1."""

@@ -159,6 +159,36 @@ def split_text(
     ]
 
 
+def pack_segments(segments: list[Segment], max_chars: int, *, pause_ms: int = DEFAULT_SENTENCE_PAUSE_MS,
+                  seed: int | None = None) -> list[Segment]:
+    """Join consecutive segments of the same speaker while the joined text stays within
+    ``max_chars`` characters (its ``<|speaker:N|>`` prefix not counted), renumbered with their
+    seeds derived again. Used when a text too long for the model's context must be cut into as
+    few pieces as fit: one per sentence would make a long text thousands of prompts."""
+    groups: list[tuple[int | None, list[str]]] = []
+    size = 0
+    for seg in segments:
+        prefix = _with_speaker(seg.speaker, "")
+        body = seg.text[len(prefix):] if prefix and seg.text.startswith(prefix) else seg.text
+        if groups and groups[-1][0] == seg.speaker and size + 1 + len(body) <= max_chars:
+            groups[-1][1].append(body)
+            size += 1 + len(body)
+        else:
+            groups.append((seg.speaker, [body]))
+            size = len(body)
+    last = len(groups) - 1
+    return [
+        Segment(
+            index=i,
+            text=_with_speaker(speaker, " ".join(bodies)),
+            speaker=speaker,
+            pause_after_ms=0 if i == last else pause_ms,
+            seed=None if seed is None else derive_segment_seed(seed, i),
+        )
+        for i, (speaker, bodies) in enumerate(groups)
+    ]
+
+
 # ---------------------------------------------------------------------------------------------
 # "sentences" mode
 

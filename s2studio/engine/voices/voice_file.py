@@ -28,6 +28,7 @@ import numpy as np
 
 from s2studio.audio import CODEC_SAMPLE_RATE
 from s2studio.audio.atomic_file import atomic_output
+from s2studio.engine.limits import MAX_REFERENCE_FRAMES, MAX_REFERENCE_SECONDS, SAMPLES_PER_CODE_FRAME
 from s2studio.errors import InputError, S2Error
 
 MAGIC = b"S2VOICE\x00"
@@ -44,6 +45,9 @@ MAX_SAMPLE_RATE = 1_000_000
 # seconds long (30 s is ~650 frames = 26 KB of codes); 64 MiB is hours of codes.
 MAX_TRANSCRIPT_BYTES = 1 << 20
 MAX_CODES_BYTES = 64 << 20
+# A voice is a reference clip of at most 60 s (the limit on reference audio): 1292 frames. Its
+# codes become prompt columns, so a longer one (a 20 000-frame file once) exhausts memory.
+MAX_VOICE_FRAMES = MAX_REFERENCE_FRAMES
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,6 +113,9 @@ def _checked_profile(profile: VoiceProfile) -> tuple[np.ndarray, bytes]:
         raise InputError(f"Voice codes must be a non-empty [codebooks, frames] array, not shape {codes.shape}.")
     if codes.shape[0] > MAX_NUM_CODEBOOKS:
         raise InputError(f"Voice codes have {codes.shape[0]} codebooks; at most {MAX_NUM_CODEBOOKS} are supported.")
+    if codes.shape[1] > MAX_VOICE_FRAMES:
+        raise InputError(f"Voice codes have {codes.shape[1]} frames; a voice holds at most {MAX_VOICE_FRAMES} "
+                         f"({MAX_REFERENCE_SECONDS:g} s of reference audio).")
     if not np.issubdtype(codes.dtype, np.integer):
         raise InputError(f"Voice codes must be integers, not {codes.dtype}.")
     for name, value, high in (
@@ -151,6 +158,10 @@ def _checked_header(data: bytes, path: str | os.PathLike[str]) -> int:
         raise fail(f"has an invalid number of codebooks ({n_cb}).")
     if n_frames <= 0:
         raise fail(f"has an invalid number of frames ({n_frames}); a voice needs at least one.")
+    if n_frames > MAX_VOICE_FRAMES:
+        seconds = n_frames * SAMPLES_PER_CODE_FRAME / CODEC_SAMPLE_RATE
+        raise fail(f"has {n_frames} frames ({seconds:.0f} s of audio); a voice holds at most {MAX_VOICE_FRAMES} "
+                   f"frames ({MAX_REFERENCE_SECONDS:g} s). Re-create it from a shorter clip.")
     if not 0 < sample_rate <= MAX_SAMPLE_RATE:
         raise fail(f"has an invalid sample rate ({sample_rate}).")
     if not 0 < codebook_size <= MAX_CODEBOOK_SIZE:

@@ -68,6 +68,18 @@ def test_voices_commands(tmp_path):
     assert traversal.returncode == 2 and "Traceback" not in traversal.stderr
 
 
+def test_import_refuses_a_voice_longer_than_60_seconds(tmp_path):
+    """``voices import`` used to accept a 20 000-frame profile, which then OOM-killed synth."""
+    text = b"long one"
+    header = struct.pack("<8sIiiiiQQ", b"S2VOICE\0", 1, 10, 20_000, 44100, 4096, len(text) + 1, 4 * 10 * 20_000)
+    big = tmp_path / "long.s2voice"
+    big.write_bytes(header + text + b"\0" + bytes(4 * 10 * 20_000))
+    r = cli("voices", "--voice-dir", str(tmp_path / "v"), "import", str(big))
+    assert r.returncode == 2 and "long.s2voice" in r.stderr and "at most 1292 frames" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not list((tmp_path / "v").glob("*.s2voice"))  # nothing imported
+
+
 def test_devices_lists_the_cpu():
     r = cli("devices")
     assert r.returncode == 0 and r.stdout.splitlines()[0].split()[0] == "cpu"

@@ -416,3 +416,35 @@ def test_default_folder_is_per_user(monkeypatch, tmp_path):
 
     monkeypatch.setattr(platformdirs, "user_data_dir", lambda *a, **k: str(tmp_path / "data"))
     assert VoiceLibrary().folder == tmp_path / "data" / "voices"
+
+
+# -- size limits ----------------------------------------------------------------------------
+
+
+def test_a_voice_longer_than_60_seconds_is_refused_naming_the_file(tmp_path):
+    """A 20 000-frame (~15 min) .s2voice once loaded fine and then exhausted memory as a prompt."""
+    from s2studio.engine.limits import MAX_REFERENCE_FRAMES
+    from s2studio.engine.voices import VoiceFileError, read_s2voice
+
+    assert MAX_REFERENCE_FRAMES == 1292  # 60 s at 44 100 Hz, 2048 samples per frame
+    long = tmp_path / "podcast.s2voice"
+    long.write_bytes(s2cpp_bytes(np.zeros((10, 20_000), np.int32), "a very long reference"))
+    with pytest.raises(VoiceFileError, match=r"podcast\.s2voice.*20000 frames.*at most 1292"):
+        read_s2voice(long)
+    longest_ok = tmp_path / "ok.s2voice"
+    longest_ok.write_bytes(s2cpp_bytes(np.zeros((10, MAX_REFERENCE_FRAMES), np.int32), "just fits"))
+    assert read_s2voice(longest_ok).num_frames == MAX_REFERENCE_FRAMES
+    with pytest.raises(InputError, match="1293 frames"):
+        encode_s2voice(VoiceProfile(np.zeros((10, MAX_REFERENCE_FRAMES + 1), np.int32), "too long"))
+
+
+def test_a_huge_file_is_not_read_whole(tmp_path):
+    from s2studio.engine.voices import VoiceFileError, read_s2voice
+    from s2studio.engine.voices.voice_file import MAX_VOICE_FILE_BYTES
+
+    big = tmp_path / "big.s2voice"
+    with open(big, "wb") as f:
+        f.write(s2cpp_bytes(CODES, TRANSCRIPT))
+        f.truncate(MAX_VOICE_FILE_BYTES + 10)  # sparse: no disk used
+    with pytest.raises(VoiceFileError, match="big.s2voice.*larger than any voice"):
+        read_s2voice(big)

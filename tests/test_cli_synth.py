@@ -96,3 +96,42 @@ def test_segment_sentences_inserts_pauses(tmp_path):
     assert "2 segment(s)" in r.stderr
     assert np.load(codes).shape == (10, 8)
     assert sf.info(out).frames == 8 * 2048 + int(0.05 * 44100)
+
+
+@pytest.mark.parametrize("flag, value, fragment", [
+    ("--sentence-pause-ms", "10000000", "0..10000"), ("--max-tokens", "2000000", "1..32768"),
+    ("--max-tokens", "1000000000", "1..32768"), ("--temp", "5", "0..2"), ("--top-p", "1.5", "0..1"),
+    ("--top-k", "-3", "0..4096"), ("--seed", "-1", "0..18446744073709551615"), ("--threads", "-2", "0..4096"),
+    ("--stream-decode-stride", "5000", "1..1024"), ("--segment-max-chars", "-1", "0..100000"),
+    ("--temp", "nan", "--temp"),
+])
+def test_out_of_range_flags_are_usage_errors(tmp_path, flag, value, fragment):
+    out = tmp_path / "out.wav"
+    r = synth("-m", str(TTS / "model.gguf"), flag, value, "-o", str(out))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert flag in last and fragment in last, last
+    assert not out.exists()
+
+
+def test_budget_past_the_model_context_is_one_clear_line(tmp_path):
+    """The tiny model's context is 4096 positions: 4090 frames plus the prompt do not fit."""
+    out = tmp_path / "out.wav"
+    one_line_error(synth("-m", str(TTS / "model.gguf"), "--max-tokens", "4090", "-o", str(out)),
+                   "max_new_tokens 4090", "context of 4096")
+    assert not out.exists()
+
+
+def test_text_longer_than_the_context_runs_in_linear_memory(tmp_path):
+    """12 000 characters are ~5300 prompt tokens, more than the tiny model's 4096-position
+    context: the text is split into two segments that fit. Before, one prefill held its H·T²
+    attention scores (and copies): ~1.4 GB peak here, 24 GB (OOM) for 50 000 characters."""
+    text = ("The quick brown fox jumps over the lazy dog. " * 300)[:12_000]
+    out = tmp_path / "long.wav"
+    r = synth("-m", str(TTS / "model.gguf"), "--text", text, "--max-tokens", "2", "--log-level", "info",
+              "-o", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "2 segment(s)" in r.stderr
+    metrics = next(line for line in r.stderr.splitlines() if "[Metrics]" in line)
+    peak_mb = float(metrics.split("peak_rss_mb=")[1].split()[0])
+    assert peak_mb < 800, metrics

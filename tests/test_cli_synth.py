@@ -100,7 +100,7 @@ def test_segment_sentences_inserts_pauses(tmp_path):
 
 @pytest.mark.parametrize("flag, value, fragment", [
     ("--sentence-pause-ms", "10000000", "0..10000"), ("--max-tokens", "2000000", "1..32768"),
-    ("--max-tokens", "1000000000", "1..32768"), ("--temp", "5", "0..2"), ("--top-p", "1.5", "0..1"),
+    ("--max-tokens", "1000000000", "1..32768"), ("--temp", "6", "0..5"), ("--top-p", "1.5", "0..1"),
     ("--top-k", "-3", "0..4096"), ("--seed", "-1", "0..18446744073709551615"), ("--threads", "-2", "0..4096"),
     ("--stream-decode-stride", "5000", "1..1024"), ("--segment-max-chars", "-1", "0..100000"),
     ("--temp", "nan", "--temp"),

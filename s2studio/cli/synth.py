@@ -73,7 +73,7 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
                    default=0,
                    help="frames before the model may end the utterance (default 0)")
     p.add_argument("-temp", "--temp", "--temperature", dest="temperature", type=argparse_type("temperature", "--temp"),
-                   default=0.8, help="sampling temperature, 0-2; 0 = greedy (default 0.8)")
+                   default=0.8, help="sampling temperature, 0-5; 0 = greedy (default 0.8)")
     p.add_argument("-top-p", "--top-p", dest="top_p", type=argparse_type("top_p", "--top-p"), default=0.8,
                    help="nucleus cut, 0-1 (default 0.8)")
     p.add_argument("-top-k", "--top-k", dest="top_k", type=argparse_type("top_k", "--top-k"), default=30,

@@ -52,7 +52,7 @@ LIMITS: dict[str, Limit] = {
     # GenerationParams
     "max_new_tokens": Limit(1, MAX_CONTEXT, "most audio frames to generate (~21.5 per second); "
                                             "prompt + frames must also fit the model's context"),
-    "temperature": Limit(0.0, 2.0, "sampling temperature; 0 = greedy", integer=False),
+    "temperature": Limit(0.0, 5.0, "sampling temperature; 0 = greedy", integer=False),
     "top_p": Limit(0.0, 1.0, "nucleus cut; 1 = no cut", integer=False),
     "top_k": Limit(0, 4096, "top-k cut; 0 = no cut"),
     "min_tokens_before_end": Limit(0, MAX_CONTEXT, "frames before the model may end the utterance"),

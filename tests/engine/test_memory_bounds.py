@@ -46,6 +46,7 @@ def test_blocked_prefill_keeps_golden_parity(case, monkeypatch):
     the golden tolerance (the same one test_dual_ar_golden uses)."""
     monkeypatch.setattr(transformer, "ATTENTION_BLOCK_BYTES", 4 * 4 * 64 * 5)  # ~5 rows a block
     monkeypatch.setattr(transformer, "ATTENTION_MIN_BLOCK_ROWS", 1)
+    monkeypatch.setattr(transformer, "FFN_BLOCK_ROWS", 7)
     m = load_dual_ar(GOLDEN / case / "model.gguf")[0]
     prompt = torch.from_numpy(np.load(GOLDEN / case / "dumps" / "prompt_tokens.npy").astype(np.int64))
     assert transformer.attention_query_block(m.cfg.slow.n_head, prompt.shape[1]) < prompt.shape[1] // 4

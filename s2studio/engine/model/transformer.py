@@ -210,8 +210,26 @@ def layer_forward(x: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig, rop
     if cache is not None:
         cache.store(layer, pos0, k, v)
     h = x + linear(o, lw.wo)
+    if n <= FFN_BLOCK_ROWS:
+        return h + feed_forward(h, lw, cfg)
+    # A long prefill: the FFN's three (n, 9728) intermediates would be ~0.12 MB per prompt
+    # row on the real model; rows are independent, so run them in (equal) blocks.
+    out = torch.empty_like(h)
+    n_blocks = -(-n // FFN_BLOCK_ROWS)
+    for a in range(n_blocks):
+        lo, hi = a * n // n_blocks, (a + 1) * n // n_blocks
+        out[lo:hi] = h[lo:hi] + feed_forward(h[lo:hi], lw, cfg)
+    return out
+
+
+# Prompt rows whose FFN runs at once. Blocks are equal in size (so never below
+# CPU_PREFILL_MIN_ROWS, which picks the GEMM's rounding) and big enough to keep GEMMs efficient.
+FFN_BLOCK_ROWS = 2048
+
+
+def feed_forward(h: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig) -> torch.Tensor:
     f = rms_norm(h, lw.ffn_norm, cfg.norm_eps)
-    return h + linear(F.silu(linear(f, lw.w1)) * linear(f, lw.w3), lw.w2)
+    return linear(F.silu(linear(f, lw.w1)) * linear(f, lw.w3), lw.w2)
 
 
 def stack_forward(x: torch.Tensor, stack: StackWeights, rope: RopeTable, pos0: int,

@@ -319,7 +319,11 @@ class Pipeline:
 
     # ---- synthesis ------------------------------------------------------------------------
     def encode_reference(self, samples: np.ndarray) -> np.ndarray:
-        """Reference audio (mono float32 at the codec rate) → int32 codes [10, T]."""
+        """Reference audio (mono float32 at the codec rate, ≤ 60 s) → int32 codes [10, T]."""
+        from s2studio.engine.limits import check
+
+        check("reference_samples", int(np.shape(samples)[-1]) if np.ndim(samples) else 0,
+              label="reference audio (samples at 44.1 kHz)")
         self.load()
         with self._lock:
             return self.codec.encode(np.asarray(samples, dtype=np.float32))

@@ -318,3 +318,20 @@ def test_s2cpp_mode_keeps_text_untouched_but_reports_speaker():
     assert [(s.text, s.speaker) for s in segs] == [("<|speaker:1|>Hi.", 1), ("There.", 1)]
     assert [s.pause_after_ms for s in segs] == [100, 0]
     assert isinstance(segs[0], Segment) and segs[1].seed == derive_segment_seed(3, 1)
+
+
+# -- packing (a text too long for the model's context) ---------------------------------------
+
+
+def test_pack_segments_joins_neighbours_of_one_speaker_up_to_the_limit():
+    from s2studio.engine.text.segmentation import derive_segment_seed, pack_segments, split_text
+
+    text = "One two. Three four. Five six. <|speaker:1|>Seven. Eight nine. Ten."
+    packed = pack_segments(split_text(text), 20, pause_ms=50, seed=9)
+    assert [s.text for s in packed] == ["One two. Three four.", "Five six.", "<|speaker:1|>Seven. Eight nine.",
+                                        "<|speaker:1|>Ten."]
+    assert [s.speaker for s in packed] == [None, None, 1, 1]
+    assert [s.index for s in packed] == [0, 1, 2, 3]
+    assert [s.pause_after_ms for s in packed] == [50, 50, 50, 0]
+    assert [s.seed for s in packed] == [derive_segment_seed(9, i) for i in range(4)]
+    assert len(pack_segments(split_text("Hi. " * 1000), 100_000)) == 1

@@ -232,6 +232,9 @@ class Pipeline:
             s = self._settings
             t0 = time.perf_counter()
             report = progress or (lambda stage, frac: None)
+            from s2studio.engine.limits import check
+
+            check("gpu_layers", s.gpu_layers)
             set_threads(s.threads)
             if self._gguf is None:
                 from s2studio.engine.model.gguf_file import GGUFFile

@@ -116,3 +116,11 @@ def test_threads_beyond_the_cores_are_clamped_with_a_warning(caplog):
         torch.set_num_threads(before)
     with pytest.raises(InputError, match="threads"):
         effective_threads(-1)
+
+
+def test_engine_settings_out_of_range_name_the_field():
+    for field, value in (("gpu_layers", -2), ("threads", -1), ("threads", 10**6)):
+        p = Pipeline(EngineSettings(model_path=str(GOLDEN / "tts_f32" / "model.gguf"), **{field: value}))
+        with pytest.raises(InputError, match=field):
+            p.load()
+        assert not p.is_loaded

@@ -226,14 +226,13 @@ class Pipeline:
 
     def load(self, progress: ProgressCallback | None = None) -> None:
         """Load whatever is not loaded yet. ``progress(stage, fraction)``."""
+        from s2studio.engine.limits import check
         from s2studio.engine.threads import set_threads
 
         with self._lock:
             s = self._settings
             t0 = time.perf_counter()
             report = progress or (lambda stage, frac: None)
-            from s2studio.engine.limits import check
-
             check("gpu_layers", s.gpu_layers)
             set_threads(s.threads)
             if self._gguf is None:

@@ -53,8 +53,8 @@ def test_blocked_prefill_keeps_golden_parity(case, monkeypatch):
     m.new_cache(prompt.shape[1] + 1)
     layers: list[torch.Tensor] = []
     m.forward_slow(prompt, collect=layers)
-    np.testing.assert_allclose(torch.stack(layers).numpy(), np.load(GOLDEN / case / "dumps" / "slow_prefill_layer_out.npy"),
-                               atol=1e-4, rtol=0)
+    expected = np.load(GOLDEN / case / "dumps" / "slow_prefill_layer_out.npy")
+    np.testing.assert_allclose(torch.stack(layers).numpy(), expected, atol=1e-4, rtol=0)
 
 
 PREFILL_PEAK = r"""

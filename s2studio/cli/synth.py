@@ -259,7 +259,17 @@ def check_synth_outputs(args: argparse.Namespace) -> None:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process (MB); 0 where the platform does not say."""
+    """Peak resident memory of this process (MB); 0 where the platform does not say.
+
+    On Linux from VmHWM: ``ru_maxrss`` carries over the parent's peak through fork and exec, so
+    a small command started by a big process would report the parent's size."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
     try:
         import resource
     except ImportError:  # Windows

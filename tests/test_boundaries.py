@@ -109,3 +109,14 @@ def test_remote_engine_imports_without_torch():
             "import s2studio.remote\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_cli_commands_do_not_import_each_other():
+    """Each command module uses the shared helpers (options, outputs, the package's own) and
+    at most a lower command's listing helper; no two command modules import each other."""
+    cli = ROOT / "cli"
+    uses = {p.stem: {m.rsplit(".", 1)[1] for m in imported_modules(p) if m.startswith("s2studio.cli.")}
+            for p in cli.glob("*.py") if p.stem != "__init__"}
+    cycles = sorted(f"{a} <-> {b}" for a in uses for b in uses[a] if a < b and a in uses.get(b, ()))
+    assert not cycles, cycles
+    assert {"options", "outputs"} <= set(uses), "the shared CLI helper modules moved"

@@ -9,11 +9,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from contextlib import contextmanager
-from typing import Iterator
 
 import numpy as np
 
+from s2studio.cli.outputs import save_npy_atomic, writing
 from s2studio.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -31,25 +30,6 @@ def _load_codec(args: argparse.Namespace):
                                          emulate_ggml=getattr(args, "emulate_ggml", False))
     log.debug("codec device: %s (%s)", placement.device, placement.reason)
     return codec
-
-
-def save_npy_atomic(path: str, arr: np.ndarray) -> None:
-    from s2studio.audio.atomic_file import atomic_output
-
-    with atomic_output(path) as fh:  # a file object: np.save must not append ".npy"
-        np.save(fh, arr)
-
-
-@contextmanager
-def writing(path: str) -> Iterator[None]:
-    """Turn an OS error while writing ``path`` (disk full, permissions changed since the
-    check) into one line for the user; the atomic writers have already removed their temp file."""
-    from s2studio.audio.atomic_file import OutputPathError
-
-    try:
-        yield
-    except OSError as err:
-        raise OutputPathError(path, f"could not be written ({err.strerror or err}).") from None
 
 
 def _check_output_dir(path: str) -> None:
@@ -107,7 +87,7 @@ def run_decode(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     from s2studio.cli import add_log_level
-    from s2studio.cli.synth import add_codec_mode_options
+    from s2studio.cli.options import add_codec_mode_options
 
     p.add_argument("-m", "--model", required=True, help="GGUF model file (the codec is its c.* tensors)")
     p.add_argument("-o", "--output", required=True, help="output file")

@@ -52,7 +52,7 @@ def _names(value: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from s2studio.cli.synth import engine_settings, generation_params
+    from s2studio.cli.options import engine_settings, generation_params
     from s2studio.engine.pipeline import Pipeline
     from s2studio.engine.voices import VoiceLibrary, default_voice_dir
     from s2studio.server import ServerConfig, create_app, serve_forever
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     from s2studio.cli import add_log_level, add_voice_dir
-    from s2studio.cli.synth import add_engine_options, add_sampling_options
+    from s2studio.cli.options import add_engine_options, add_sampling_options
     from s2studio.server.config import (DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS,
                                         DEFAULT_MAX_TEXT_CHARS, DEFAULT_MAX_UPLOAD_MB, DEFAULT_PORT,
                                         DEFAULT_QUEUE_DEPTH)

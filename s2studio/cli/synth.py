@@ -11,85 +11,9 @@ import sys
 
 import numpy as np
 
+from s2studio.cli.options import add_engine_options, add_sampling_options, engine_settings, generation_params
+from s2studio.cli.voices_cmd import print_voices
 from s2studio.engine.limits import argparse_type
-
-
-def add_engine_options(p: argparse.ArgumentParser) -> None:
-    """Model, tokenizer and device flags shared by commands that load the Dual-AR."""
-    p.add_argument("-m", "--model", default="model.gguf", help="S2 Pro GGUF file (default: model.gguf)")
-    p.add_argument("-t", "--tokenizer", default=None,
-                   help="tokenizer.json (default: beside the model, its parent folder, or ./)")
-    p.add_argument("--tokenizer-mode", choices=["hf", "s2cpp"], default="hf",
-                   help="hf: HF tokenizers, as the model was trained (default); s2cpp: s2.cpp's exact ids")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default: cpu)")
-    p.add_argument("-c", "--cuda", type=int, metavar="N", default=None, help="same as --device cuda:N")
-    p.add_argument("-M", "--metal", action="store_true", help="same as --device mps")
-    p.add_argument("-v", "--vulkan", type=int, metavar="N", default=None,
-                   help="not available in the torch engine (use --cuda or --metal)")
-    p.add_argument("-ngl", "--gpu-layers", type=argparse_type("gpu_layers", "--gpu-layers"), default=-1,
-                   help="Slow-AR layers on the GPU: -1 all (default), 0 none, N the first N")
-    p.add_argument("--dtype", default="auto", choices=["auto", "quantized", "float32", "float16", "bfloat16"],
-                   help="weights: auto (float32 files stay float32; quantized blocks stay quantized on the CPU, "
-                        "the rest float16), quantized, or dequantize everything to float32/float16/bfloat16")
-    p.add_argument("-threads", "--threads", type=argparse_type("threads", "--threads"), default=0,
-                   help="CPU threads (0 = all cores; more than the cores is clamped to them)")
-    add_codec_mode_options(p)
-
-
-def add_codec_mode_options(p: argparse.ArgumentParser) -> None:
-    """s2.cpp's three codec placement flags, stored as ``codec_mode``."""
-    codec = p.add_mutually_exclusive_group()
-    codec.add_argument("--codec-auto", dest="codec_mode", action="store_const", const="auto",
-                       help="benchmark the codec on CPU and GPU once, keep the faster (default)")
-    codec.add_argument("--codec-cpu", dest="codec_mode", action="store_const", const="cpu",
-                       help="always decode audio on the CPU")
-    codec.add_argument("--codec-follow-backend", dest="codec_mode", action="store_const", const="follow",
-                       help="decode audio on the engine's device")
-    p.set_defaults(codec_mode="auto")
-
-
-def engine_settings(args: argparse.Namespace):
-    from s2studio.errors import InputError
-    from s2studio.engine.pipeline import EngineSettings
-
-    device = args.device
-    if args.vulkan is not None:
-        raise InputError("--vulkan is not available in the torch engine; use --cuda N (NVIDIA), "
-                         "--metal (Apple) or the CPU.")
-    if args.cuda is not None:
-        device = f"cuda:{args.cuda}"
-    if args.metal:
-        device = "mps"
-    return EngineSettings(model_path=args.model, tokenizer_path=args.tokenizer, tokenizer_mode=args.tokenizer_mode,
-                          device=device, gpu_layers=args.gpu_layers, dtype=args.dtype, threads=args.threads,
-                          codec_mode=args.codec_mode)
-
-
-def add_sampling_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-max-tokens", "--max-tokens", type=argparse_type("max_new_tokens", "--max-tokens"), default=1024,
-                   help="most audio frames to generate, ~21.5 per second (default 1024; prompt + frames must "
-                        "fit the model's context)")
-    p.add_argument("--min-tokens-before-end", type=argparse_type("min_tokens_before_end", "--min-tokens-before-end"),
-                   default=0,
-                   help="frames before the model may end the utterance (default 0)")
-    p.add_argument("-temp", "--temp", "--temperature", dest="temperature", type=argparse_type("temperature", "--temp"),
-                   default=0.8, help="sampling temperature, 0-5; 0 = greedy (default 0.8)")
-    p.add_argument("-top-p", "--top-p", dest="top_p", type=argparse_type("top_p", "--top-p"), default=0.8,
-                   help="nucleus cut, 0-1 (default 0.8)")
-    p.add_argument("-top-k", "--top-k", dest="top_k", type=argparse_type("top_k", "--top-k"), default=30,
-                   help="top-k cut, 0-4096; 0 = none (default 30)")
-    p.add_argument("--seed", type=argparse_type("seed", "--seed"), default=None,
-                   help="random seed, 0 to 2^64-1 (default: a new one, printed)")
-    p.add_argument("--no-ras", action="store_true",
-                   help="turn off repetition-aware resampling (it is also off at temperature 0)")
-
-
-def generation_params(args: argparse.Namespace):
-    from s2studio.engine.params import GenerationParams
-
-    return GenerationParams(max_new_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
-                            top_k=args.top_k, min_tokens_before_end=max(args.min_tokens_before_end, 0),
-                            ras=not args.no_ras, seed=args.seed)
 
 
 def voice_library(args: argparse.Namespace):
@@ -122,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     from s2studio.audio import StreamingWavWriter, read_audio, write_audio_file
-    from s2studio.cli.codec_cmds import save_npy_atomic, writing
+    from s2studio.cli.outputs import save_npy_atomic, writing
     from s2studio.errors import InputError
     from s2studio.engine.pipeline import Pipeline, PostProcess, Segmentation, SynthesisRequest
 
@@ -276,17 +200,6 @@ def peak_rss_mb() -> float:
         return 0.0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss / 2**20 if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB elsewhere
-
-
-def print_voices(voices) -> int:
-    infos = voices.list()
-    if not infos:
-        print(f"no voices in {voices.folder}")
-        return 0
-    for v in infos:
-        extra = f"  [{v.problem}]" if v.problem else f"  {v.duration_seconds:.1f} s  {v.transcript[:50]!r}"
-        print(f"{v.id:<24} {v.name:<24}{extra}")
-    return 0
 
 
 def print_server_voices(engine) -> int:

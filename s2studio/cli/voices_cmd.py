@@ -12,7 +12,6 @@ def _library(args):
 
 
 def run_list(args) -> int:
-    from s2studio.cli.synth import print_voices
 
     return print_voices(_library(args))
 
@@ -28,7 +27,7 @@ def run_show(args) -> int:
 
 def run_add(args) -> int:
     from s2studio.audio import read_audio
-    from s2studio.cli.synth import engine_settings
+    from s2studio.cli.options import engine_settings
     from s2studio.engine.pipeline import Pipeline
 
     lib = _library(args)
@@ -56,7 +55,7 @@ def run_export(args) -> int:
 
     from s2studio.audio.atomic_file import atomic_output, check_output_path
 
-    from s2studio.cli.codec_cmds import writing
+    from s2studio.cli.outputs import writing
 
     check_output_path(args.output)
     v = _library(args).get(args.id)
@@ -88,9 +87,20 @@ def run_devices(args) -> int:
     return 0
 
 
+def print_voices(voices) -> int:
+    infos = voices.list()
+    if not infos:
+        print(f"no voices in {voices.folder}")
+        return 0
+    for v in infos:
+        extra = f"  [{v.problem}]" if v.problem else f"  {v.duration_seconds:.1f} s  {v.transcript[:50]!r}"
+        print(f"{v.id:<24} {v.name:<24}{extra}")
+    return 0
+
+
 def register(subparsers) -> None:
     from s2studio.cli import add_log_level, add_voice_dir
-    from s2studio.cli.synth import add_engine_options
+    from s2studio.cli.options import add_engine_options
 
     p = subparsers.add_parser("voices", help="manage saved voices", description="Manage the voice library.")
     add_voice_dir(p, outermost=False)

@@ -1,10 +1,14 @@
 """File logging for the app: ``<user_log_dir>/s2studio.log``, rotated, set up once at start.
 
 The path is shown in every error's Details view, so a user can attach it to a bug report.
+A native crash (a segfault or abort in Qt, torch or numba) kills the process before any Python
+logging runs, so ``faulthandler`` writes the Python stack of every thread into the same file
+at that moment: the log then ends with the trace instead of just stopping.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import logging.handlers
 import sys
@@ -13,6 +17,32 @@ from pathlib import Path
 from s2studio.app import paths
 
 _FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
+
+# The file object faulthandler writes to: it must stay open for the life of the process.
+_crash_file = None
+
+
+def _enable_crash_traces(path: Path) -> None:
+    """Point faulthandler at ``path`` through its own append-mode descriptor (the logging
+    handler's stream is closed and reopened at every rollover, which would leave faulthandler
+    writing to a dead descriptor)."""
+    global _crash_file
+    try:
+        new = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open on purpose
+    except OSError:
+        return
+    faulthandler.enable(file=new, all_threads=True)
+    old, _crash_file = _crash_file, new
+    if old is not None:
+        old.close()
+
+
+class _CrashTracingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log file that keeps faulthandler writing to the current file."""
+
+    def doRollover(self) -> None:
+        super().doRollover()
+        _enable_crash_traces(Path(self.baseFilename))
 
 
 def setup_file_logging(level: int = logging.INFO) -> Path | None:
@@ -26,12 +56,13 @@ def setup_file_logging(level: int = logging.INFO) -> Path | None:
             return path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
+        handler = _CrashTracingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
     except OSError as err:
         logging.getLogger(__name__).warning("cannot write the log file %s: %s", path, err)
         return None
     handler.setFormatter(logging.Formatter(_FORMAT))
     root.addHandler(handler)
+    _enable_crash_traces(path)
     # A console copy only when running from a terminal (a frozen windowed app has no stderr).
     if not getattr(sys, "frozen", False) and sys.stderr is not None and not any(
         type(h) is logging.StreamHandler for h in root.handlers

@@ -71,9 +71,10 @@ def test_quantized_types(make_tiny_model, quant):
     want = gguf.quants.dequantize(t.data, t.tensor_type)
     np.testing.assert_array_equal(q_file.array(name), want)
     np.testing.assert_array_equal(q_file.array(name), ref_file.array(name))
-    # The engine (float16 working weights for a non-f32 file, bfloat16 GEMMs in the prefill)
-    # stays close to the float32 engine on the exact dequantized weights. Measured: rel error
-    # <= 1.3e-3 with float16 throughout, <= 5.9e-3 with the bfloat16 prefill. For scale, s2.cpp
+    # The engine (float16 working weights for a non-f32 file, an exact float32 GEMM in the
+    # prefill) stays close to the float32 engine on the exact dequantized weights. Measured: rel
+    # error <= 1.3e-3 with float16 throughout (<= 5.9e-3 with the former bfloat16 prefill;
+    # tests/engine/test_prefill_precision.py holds the prefill to the file's precision). For scale, s2.cpp
     # itself is 2.5% (rel) away from exact float32 on Q8_0 files (golden README), because it
     # quantizes activations to 8 bits.
     mq, plan = load_dual_ar(q_path)

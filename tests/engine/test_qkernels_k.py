@@ -17,6 +17,7 @@ pytest.importorskip("numba")
 
 from s2studio.engine.kernels import common as qkernels  # noqa: E402
 from s2studio.engine.kernels import quant_types as qkernels_k  # noqa: E402
+from s2studio.engine.kernels import qmatrix  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
 
 GT = gguf.GGMLQuantizationType
@@ -31,8 +32,8 @@ SHAPES = [(37, 512), (64, 1024), (8, 256), (5, 256), (1, 768), (43, 256)]
 # GEMV against float64 dequantize-then-matmul: float32 rounding of the sums only (the activations
 # stay float32), bounded relative to the largest output. Measured: <= 4e-7.
 GEMV_REL = 1e-5
-# Activations rounded to bfloat16 on the bfloat16-GEMM path (more than 16 rows).
-BF16_REL = 1e-2
+# The prefill path (more than 16 rows): exact float32 weights and activations, a float32 GEMM.
+PREFILL_REL = 1e-5
 
 
 def random_blocks(type_name: str, rows: int, cols: int, seed: int) -> np.ndarray:
@@ -50,9 +51,6 @@ def reference(type_name: str, raw: np.ndarray, cols: int) -> np.ndarray:
     return gguf.quants.dequantize(raw, GT[type_name]).reshape(raw.shape[0], cols)
 
 
-def bf16_bits(a: np.ndarray) -> np.ndarray:
-    return torch.from_numpy(np.ascontiguousarray(a)).bfloat16().view(torch.int16).numpy().view(np.uint16)
-
 
 @pytest.fixture(scope="module", params=TYPES)
 def qtype(request):
@@ -66,7 +64,7 @@ def test_registered_with_the_gguf_block_sizes(qtype):
 
 
 @pytest.mark.parametrize("rows,cols", SHAPES)
-def test_gather_and_dequant_bf16_are_bit_exact(qtype, rows, cols):
+def test_gather_and_dequant_f32_are_bit_exact(qtype, rows, cols):
     raw = random_blocks(qtype, rows, cols, rows * 7919 + cols)
     want = reference(qtype, raw, cols)
     kern = qkernels.KERNELS[qtype]
@@ -76,9 +74,9 @@ def test_gather_and_dequant_bf16_are_bit_exact(qtype, rows, cols):
     kern.gather(raw, ids, got, qkernels.F16_TABLE)
     np.testing.assert_array_equal(got.view(np.uint32), want[ids].view(np.uint32))
 
-    bits = np.empty((rows, cols), np.uint16)
-    kern.dequant_bf16(raw, bits, qkernels.F16_TABLE)
-    np.testing.assert_array_equal(bits, bf16_bits(want))
+    full = np.full((rows, cols), np.nan, np.float32)
+    kern.dequant_f32(raw, full, qkernels.F16_TABLE)
+    np.testing.assert_array_equal(full.view(np.uint32), want.view(np.uint32))
 
 
 def assert_gemv_close(qtype, raw, x):
@@ -120,14 +118,13 @@ def test_quant_matrix_round_trip(qtype):
         assert got.dtype == torch.float32 and got.shape == (m, rows)
         assert (got.double() - want).abs().max() <= GEMV_REL * want.abs().max()
 
-    x = torch.randn(qkernels.MAX_KERNEL_ROWS + 4, cols, generator=gen)  # the bfloat16 GEMM
-    want = x.bfloat16().double() @ torch.from_numpy(deq).bfloat16().double().T
+    x = torch.randn(qkernels.MAX_KERNEL_ROWS + 4, cols, generator=gen)  # the float32 prefill GEMM
+    want = x.double() @ torch.from_numpy(deq).double().T
     got = w.matmul_t(x)
-    assert got.shape == (x.shape[0], rows)
-    assert (got.double() - want).abs().max() <= BF16_REL * want.abs().max()
+    assert got.dtype == torch.float32 and got.shape == (x.shape[0], rows)
+    assert (got.double() - want).abs().max() <= PREFILL_REL * want.abs().max()
 
-    assert torch.equal(w.dequantize_bf16().view(torch.int16),
-                       torch.from_numpy(bf16_bits(deq).view(np.int16)))
+    assert torch.equal(w.dequantize_f32(), torch.from_numpy(deq))
     assert torch.equal(w.rows(torch.tensor([4, 0, 44])), torch.from_numpy(deq[[4, 0, 44]]))
     assert torch.equal(w.rows(7), torch.from_numpy(deq[7]))
     assert torch.equal(w[torch.tensor(3)], torch.from_numpy(deq[3]))
@@ -147,8 +144,7 @@ def test_read_only_blocks_as_from_a_memory_mapped_file():
     want = x.double() @ torch.from_numpy(deq).double().T
     assert (w.matmul_t(x).double() - want).abs().max() <= GEMV_REL * want.abs().max()
     assert torch.equal(w.rows(torch.tensor([20, 2])), torch.from_numpy(deq[[20, 2]]))
-    assert torch.equal(w.dequantize_bf16().view(torch.int16),
-                       torch.from_numpy(bf16_bits(deq).view(np.int16)))
+    assert torch.equal(w.dequantize_f32(), torch.from_numpy(deq))
 
 
 def test_block_shape_is_checked(qtype):
@@ -157,3 +153,20 @@ def test_block_shape_is_checked(qtype):
         QuantMatrix(qtype, raw, (4, 768))
     with pytest.raises(ValueError):
         QuantMatrix(qtype, raw[:, :-1], (4, 512))
+
+
+@pytest.mark.parametrize("qtype", ["Q4_K", "Q5_K", "Q6_K", "Q4_0", "Q3_K", "Q2_K", "Q8_0"])
+def test_prefill_multiplies_by_the_exact_values(qtype, monkeypatch):
+    """The prefill GEMM (more than MAX_KERNEL_ROWS activation rows) uses the file's exact values.
+    Multiplying by the identity returns the weights themselves. bfloat16 (used before) would
+    move a value by up to |q|/256 of its quantization step: half a step for Q8_0, more than half
+    for Q4_K/Q5_K blocks whose minimum is far from zero (docs/performance.md, "Exact prefill")."""
+    rows, cols = 21, 256
+    if qtype == "Q8_0":
+        w = np.random.default_rng(4).standard_normal((rows, cols)).astype(np.float32)
+        raw = gguf.quants.quantize(w, GT.Q8_0)
+    else:
+        raw = random_blocks(qtype, rows, cols, 4)
+    monkeypatch.setattr(qmatrix, "PREFILL_CHUNK_ELEMS", 8 * cols)  # chunks of 8 rows + a remainder
+    got = QuantMatrix(qtype, raw, (rows, cols)).matmul_t(torch.eye(cols))
+    assert torch.equal(got.T.contiguous(), torch.from_numpy(reference(qtype, raw, cols)))

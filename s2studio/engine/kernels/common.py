@@ -56,11 +56,11 @@ def _jit(fn):
 class Kernels:
     """The three operations a quantized matrix needs, for one GGUF block type."""
 
-    def __init__(self, block_elems: int, block_bytes: int, gemv, dequant_bf16, gather):
+    def __init__(self, block_elems: int, block_bytes: int, gemv, dequant_f32, gather):
         self.block_elems = block_elems
         self.block_bytes = block_bytes
         self.gemv = gemv  # (raw, x f32 (m, cols), out f32 (m, rows), table)
-        self.dequant_bf16 = dequant_bf16  # (raw, out uint16 (rows, cols), table)
+        self.dequant_f32 = dequant_f32  # (raw, out f32 (rows, cols), table): exact values
         self.gather = gather  # (raw, ids int64, out f32 (n, cols), table)
 
 

@@ -3,12 +3,22 @@
 Resident memory stays at the file's size: the blocks are the memory-mapped bytes of the file
 itself (the OS shares them with its page cache), and nothing is dequantized at load.
 - decode steps (a few activation rows): the quantized GEMV kernel, float32 activations;
-- prefill (many rows): the matrix is dequantized to bfloat16, one matrix at a time, into a
-  transient buffer and multiplied by oneDNN's bfloat16 GEMM (as the float16 path does);
+- prefill (many rows): ``prefill_linear``: the matrix is dequantized to its exact float32 values
+  a chunk of rows at a time and multiplied by torch's float32 GEMM (as the float16 path does);
 - embedding lookups: only the requested rows are dequantized.
+
+Why float32 and not bfloat16 for the prefill: s2.cpp multiplies by the exact values the file
+holds, and bfloat16 (8 significant bits) holds none of them exactly. A value q*d (q an integer,
+d the block's float16 scale) rounds by up to |q|/256 of a quantization step d: half a step for
+Q8_0 (|q| <= 128), as coarse as the file itself; 1/8 step for Q6_K; and for the K-quants with a
+per-block minimum (Q2_K, Q4_K, Q5_K) a block of values far from zero loses more than a step.
+The activations and the GEMM's output were rounded to bfloat16 as well. Measured cost and
+error: docs/performance.md, "Exact prefill".
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 import torch
@@ -21,21 +31,40 @@ def supported_types() -> set[str]:
     return set(qkernels.KERNELS)
 
 
-_scratch_buf = torch.empty(0, dtype=torch.bfloat16)
+# Weight elements dequantized per GEMM call in the prefill (16 MB of float32): large enough that
+# the GEMM runs at full speed, small enough to stay in cache-friendly reach and to never need a
+# float32 copy of a whole 100 MB matrix (measured: 1M and 4M elements run at the same speed).
+PREFILL_CHUNK_ELEMS = 1 << 22
+
+_scratch_buf = torch.empty(0, dtype=torch.float32)
 
 
-def bf16_scratch(shape: tuple[int, ...]) -> torch.Tensor:
-    """A reused bfloat16 buffer of ``shape`` for prefill weights (quantized blocks dequantized
-    into it, float16 weights cast into it): one per process, grown to the largest matrix seen;
-    the engine runs one forward pass at a time, under the pipeline's lock. A fresh 50 MB tensor
-    per matmul would page-fault on every call."""
+def _f32_scratch(n: int) -> torch.Tensor:
+    """A reused float32 buffer of ``n`` elements for prefill weight chunks: one per process (the
+    engine runs one forward pass at a time, under the pipeline's lock). A fresh buffer per
+    chunk would page-fault on every call."""
     global _scratch_buf
-    n = 1
-    for d in shape:
-        n *= d
     if _scratch_buf.numel() < n:
-        _scratch_buf = torch.empty(n, dtype=torch.bfloat16)
-    return _scratch_buf[:n].view(shape)
+        _scratch_buf = torch.empty(n, dtype=torch.float32)
+    return _scratch_buf[:n]
+
+
+def prefill_linear(x: torch.Tensor, shape: tuple[int, int],
+                   fill_rows: Callable[[int, int, torch.Tensor], None]) -> torch.Tensor:
+    """x (m, cols) float32 → x·Wᵀ (m, rows) float32, W given as ``fill_rows(r0, r1, out)``,
+    which writes rows r0..r1-1 of W as float32 into ``out`` ((r1 - r0, cols)). Float32 GEMM on
+    chunks of W, so no full float32 copy of W is ever held."""
+    rows, cols = shape
+    x = x.float().contiguous()
+    step = max(1, min(rows, PREFILL_CHUNK_ELEMS // cols))
+    buf = _f32_scratch(step * cols)
+    out = torch.empty((x.shape[0], rows), dtype=torch.float32)
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        w = buf[: (r1 - r0) * cols].view(r1 - r0, cols)
+        fill_rows(r0, r1, w)
+        out[:, r0:r1] = torch.nn.functional.linear(x, w)
+    return out
 
 
 def warm_up(type_names) -> None:
@@ -49,7 +78,7 @@ def warm_up(type_names) -> None:
         raw.setflags(write=False)  # the memory map is read-only: numba specializes on that
         q = QuantMatrix(name, raw, (rows, cols))
         q.matmul_t(torch.zeros(1, cols))
-        q.dequantize_bf16()
+        q.dequantize_f32()
         q.rows(torch.tensor([0]))
 
 
@@ -84,22 +113,21 @@ class QuantMatrix:
         x = x.float()
         m = x.shape[0]
         if m > qkernels.MAX_KERNEL_ROWS:
-            w = self.dequantize_bf16(scratch=True)
-            return torch.nn.functional.linear(x.to(torch.bfloat16), w).float()
+            return prefill_linear(x, tuple(self.shape), self._fill_rows)
         qkernels.sync_threads(torch.get_num_threads())
         xn = np.ascontiguousarray(x.detach().numpy())
         out = np.empty((m, self.shape[0]), np.float32)
         self.kernels.gemv(self.raw, xn, out, qkernels.F16_TABLE)
         return torch.from_numpy(out)
 
-    def dequantize_bf16(self, scratch: bool = False) -> torch.Tensor:
-        """bfloat16 copy of the matrix. ``scratch``: into a buffer shared by all matrices and
-        overwritten by the next call (prefill: saves ~12k page faults per 50 MB matrix)."""
+    def _fill_rows(self, r0: int, r1: int, out: torch.Tensor) -> None:
+        self.kernels.dequant_f32(self.raw[r0:r1], out.numpy(), qkernels.F16_TABLE)
+
+    def dequantize_f32(self) -> torch.Tensor:
+        """The whole matrix as float32: exactly ``gguf.quants.dequantize``'s values."""
         qkernels.sync_threads(torch.get_num_threads())
-        shape = tuple(self.shape)
-        t = bf16_scratch(shape) if scratch else torch.empty(shape, dtype=torch.bfloat16)
-        # The kernel writes bfloat16 bit patterns through a uint16 view of the same memory.
-        self.kernels.dequant_bf16(self.raw, t.view(torch.int16).numpy().view(np.uint16), qkernels.F16_TABLE)
+        t = torch.empty(tuple(self.shape), dtype=torch.float32)
+        self._fill_rows(0, self.shape[0], t)
         return t
 
     def rows(self, ids: torch.Tensor | int) -> torch.Tensor:

@@ -2,7 +2,7 @@
 
 Same contract as the Q8_0 kernels in ``qkernels`` (read its docstring first): for each of
 Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and Q4_0, a GEMV on the raw GGUF blocks with float32 activations,
-a bfloat16 dequantization for the prefill GEMM and a row gather. The dequantized values are
+a float32 dequantization for the prefill GEMM and a row gather. The dequantized values are
 bit-exact with ``gguf.quants.dequantize`` (compiled without fastmath and in gguf-py's order;
 every product there is exact anyway: an 11-bit float16 times small integers).
 
@@ -124,15 +124,6 @@ def _jit_exact(fn):
 
 # ------------------------------------------------------------------------------ shared helpers
 
-def _bf16_row_py(buf, out, r):
-    """out[r] = bfloat16 bits of float32 ``buf`` (round to nearest even, as torch does)."""
-    bits = buf.view(np.uint32)
-    for c in range(out.shape[1]):
-        u = bits[c]
-        out[r, c] = np.uint16((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
-                              >> np.uint32(16))
-
-
 def _f16_py(raw, r, o, table):
     """float32 value of the little-endian float16 at byte ``o`` of row ``r``."""
     return table[np.int64(raw[r, o]) | (np.int64(raw[r, o + 1]) << 8)]
@@ -166,7 +157,6 @@ def _row_sum_py(a, i):
 # numba turns each into a nested parallel loop, which costs seconds of compile time.
 _zero = _fn(_zero_py)
 _row_sum = _fn_fast(_row_sum_py)
-_bf16_row = _fn(_bf16_row_py)
 _s8 = _fn(_s8_py)
 _f16 = _fn(_f16_py)
 _splat2 = _fn(_splat2_py)
@@ -359,12 +349,9 @@ def _q4_k_gemv(raw, x, out, table):
                     out[m, r0 + k] = _row_sum(acc, k) - mt
 
 
-def _q4_k_dequant_bf16(raw, out, table):
-    for t in prange((raw.shape[0] + 15) // 16):
-        buf = np.empty(out.shape[1], np.float32)
-        for r in range(t * 16, min(raw.shape[0], t * 16 + 16)):
-            _q4_k_row(raw, r, buf, table)
-            _bf16_row(buf, out, r)
+def _q4_k_dequant_f32(raw, out, table):
+    for r in prange(raw.shape[0]):
+        _q4_k_row(raw, r, out[r], table)
 
 
 def _q4_k_gather(raw, ids, out, table):
@@ -373,7 +360,7 @@ def _q4_k_gather(raw, ids, out, table):
 
 
 q4_k_gemv = _jit(_q4_k_gemv)
-q4_k_dequant_bf16 = _jit_exact(_q4_k_dequant_bf16)
+q4_k_dequant_f32 = _jit_exact(_q4_k_dequant_f32)
 q4_k_gather = _fn(_q4_k_gather)
 
 
@@ -506,14 +493,9 @@ def _q5_k_gemv(raw, x, out, table):
                     out[m, r0 + k] = _row_sum(acc, k) - mt
 
 
-def _q5_k_dequant_bf16(raw, out, table):
-    rows = raw.shape[0]
-    n_tasks = (rows + 15) // 16
-    for t in prange(n_tasks):
-        buf = np.empty(out.shape[1], np.float32)
-        for r in range(t * 16, min(rows, t * 16 + 16)):
-            _q5_k_row(raw, r, buf, table)
-            _bf16_row(buf, out, r)
+def _q5_k_dequant_f32(raw, out, table):
+    for r in prange(raw.shape[0]):
+        _q5_k_row(raw, r, out[r], table)
 
 
 def _q5_k_gather(raw, ids, out, table):
@@ -522,7 +504,7 @@ def _q5_k_gather(raw, ids, out, table):
 
 
 q5_k_gemv = _jit(_q5_k_gemv)
-q5_k_dequant_bf16 = _jit_exact(_q5_k_dequant_bf16)
+q5_k_dequant_f32 = _jit_exact(_q5_k_dequant_f32)
 q5_k_gather = _fn(_q5_k_gather)
 
 
@@ -669,14 +651,9 @@ def _q6_k_gemv(raw, x, out, table):
                     out[m, r0 + k] = _row_sum(acc, k)
 
 
-def _q6_k_dequant_bf16(raw, out, table):
-    rows = raw.shape[0]
-    n_tasks = (rows + 15) // 16
-    for t in prange(n_tasks):
-        buf = np.empty(out.shape[1], np.float32)
-        for r in range(t * 16, min(rows, t * 16 + 16)):
-            _q6_k_row(raw, r, buf, table)
-            _bf16_row(buf, out, r)
+def _q6_k_dequant_f32(raw, out, table):
+    for r in prange(raw.shape[0]):
+        _q6_k_row(raw, r, out[r], table)
 
 
 def _q6_k_gather(raw, ids, out, table):
@@ -685,7 +662,7 @@ def _q6_k_gather(raw, ids, out, table):
 
 
 q6_k_gemv = _jit(_q6_k_gemv)
-q6_k_dequant_bf16 = _jit_exact(_q6_k_dequant_bf16)
+q6_k_dequant_f32 = _jit_exact(_q6_k_dequant_f32)
 q6_k_gather = _fn(_q6_k_gather)
 
 
@@ -764,13 +741,9 @@ def _q4_0_gemv(raw, x, out, table):
                     out[m, r0 + k] = _row_sum(acc, k)
 
 
-def _q4_0_dequant_bf16(raw, out, table):
-    rows = raw.shape[0]
-    for t in prange((rows + 15) // 16):
-        buf = np.empty(out.shape[1], np.float32)
-        for r in range(t * 16, min(rows, t * 16 + 16)):
-            _q4_0_row(raw, r, buf, table)
-            _bf16_row(buf, out, r)
+def _q4_0_dequant_f32(raw, out, table):
+    for r in prange(raw.shape[0]):
+        _q4_0_row(raw, r, out[r], table)
 
 
 def _q4_0_gather(raw, ids, out, table):
@@ -779,7 +752,7 @@ def _q4_0_gather(raw, ids, out, table):
 
 
 q4_0_gemv = _jit(_q4_0_gemv)
-q4_0_dequant_bf16 = _jit_exact(_q4_0_dequant_bf16)
+q4_0_dequant_f32 = _jit_exact(_q4_0_dequant_f32)
 q4_0_gather = _fn(_q4_0_gather)
 
 
@@ -930,13 +903,9 @@ def _q2_k_gemv(raw, x, out, table):
                     out[m, r0 + k] = _row_sum(acc, k) - mt
 
 
-def _q2_k_dequant_bf16(raw, out, table):
-    rows = raw.shape[0]
-    for t in prange((rows + 15) // 16):
-        buf = np.empty(out.shape[1], np.float32)
-        for r in range(t * 16, min(rows, t * 16 + 16)):
-            _q2_k_row(raw, r, buf, table)
-            _bf16_row(buf, out, r)
+def _q2_k_dequant_f32(raw, out, table):
+    for r in prange(raw.shape[0]):
+        _q2_k_row(raw, r, out[r], table)
 
 
 def _q2_k_gather(raw, ids, out, table):
@@ -945,7 +914,7 @@ def _q2_k_gather(raw, ids, out, table):
 
 
 q2_k_gemv = _jit(_q2_k_gemv)
-q2_k_dequant_bf16 = _jit_exact(_q2_k_dequant_bf16)
+q2_k_dequant_f32 = _jit_exact(_q2_k_dequant_f32)
 q2_k_gather = _fn(_q2_k_gather)
 
 
@@ -1100,13 +1069,9 @@ def _q3_k_gemv(raw, x, out, table):
                     out[m, r0 + k] = _row_sum(acc, k)
 
 
-def _q3_k_dequant_bf16(raw, out, table):
-    rows = raw.shape[0]
-    for t in prange((rows + 15) // 16):
-        buf = np.empty(out.shape[1], np.float32)
-        for r in range(t * 16, min(rows, t * 16 + 16)):
-            _q3_k_row(raw, r, buf, table)
-            _bf16_row(buf, out, r)
+def _q3_k_dequant_f32(raw, out, table):
+    for r in prange(raw.shape[0]):
+        _q3_k_row(raw, r, out[r], table)
 
 
 def _q3_k_gather(raw, ids, out, table):
@@ -1115,7 +1080,7 @@ def _q3_k_gather(raw, ids, out, table):
 
 
 q3_k_gemv = _jit(_q3_k_gemv)
-q3_k_dequant_bf16 = _jit_exact(_q3_k_dequant_bf16)
+q3_k_dequant_f32 = _jit_exact(_q3_k_dequant_f32)
 q3_k_gather = _fn(_q3_k_gather)
 
 
@@ -1186,13 +1151,9 @@ def _q8_0_row_py(raw, r, buf, table):
 _q8_0_row = _fn(_q8_0_row_py)
 
 
-def _q8_0_dequant_bf16(raw, out, table):
-    rows = raw.shape[0]
-    for t in prange((rows + 15) // 16):
-        buf = np.empty(out.shape[1], np.float32)
-        for r in range(t * 16, min(rows, t * 16 + 16)):
-            _q8_0_row(raw, r, buf, table)
-            _bf16_row(buf, out, r)
+def _q8_0_dequant_f32(raw, out, table):
+    for r in prange(raw.shape[0]):
+        _q8_0_row(raw, r, out[r], table)
 
 
 def _q8_0_gather(raw, ids, out, table):
@@ -1200,15 +1161,15 @@ def _q8_0_gather(raw, ids, out, table):
         _q8_0_row(raw, ids[i], out[i], table)
 
 
-q8_0_dequant_bf16 = _jit_exact(_q8_0_dequant_bf16)
+q8_0_dequant_f32 = _jit_exact(_q8_0_dequant_f32)
 q8_0_gather = _fn(_q8_0_gather)
 
 
 if numba is not None:
-    qkernels.register("Q4_K", qkernels.Kernels(256, 144, q4_k_gemv, q4_k_dequant_bf16, q4_k_gather))
-    qkernels.register("Q5_K", qkernels.Kernels(256, 176, q5_k_gemv, q5_k_dequant_bf16, q5_k_gather))
-    qkernels.register("Q6_K", qkernels.Kernels(256, 210, q6_k_gemv, q6_k_dequant_bf16, q6_k_gather))
-    qkernels.register("Q4_0", qkernels.Kernels(32, 18, q4_0_gemv, q4_0_dequant_bf16, q4_0_gather))
-    qkernels.register("Q2_K", qkernels.Kernels(256, 84, q2_k_gemv, q2_k_dequant_bf16, q2_k_gather))
-    qkernels.register("Q3_K", qkernels.Kernels(256, 110, q3_k_gemv, q3_k_dequant_bf16, q3_k_gather))
-    qkernels.register("Q8_0", qkernels.Kernels(32, 34, q8_0_gemv, q8_0_dequant_bf16, q8_0_gather))
+    qkernels.register("Q4_K", qkernels.Kernels(256, 144, q4_k_gemv, q4_k_dequant_f32, q4_k_gather))
+    qkernels.register("Q5_K", qkernels.Kernels(256, 176, q5_k_gemv, q5_k_dequant_f32, q5_k_gather))
+    qkernels.register("Q6_K", qkernels.Kernels(256, 210, q6_k_gemv, q6_k_dequant_f32, q6_k_gather))
+    qkernels.register("Q4_0", qkernels.Kernels(32, 18, q4_0_gemv, q4_0_dequant_f32, q4_0_gather))
+    qkernels.register("Q2_K", qkernels.Kernels(256, 84, q2_k_gemv, q2_k_dequant_f32, q2_k_gather))
+    qkernels.register("Q3_K", qkernels.Kernels(256, 110, q3_k_gemv, q3_k_dequant_f32, q3_k_gather))
+    qkernels.register("Q8_0", qkernels.Kernels(32, 34, q8_0_gemv, q8_0_dequant_f32, q8_0_gather))

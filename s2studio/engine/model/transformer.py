@@ -13,23 +13,32 @@ Numerical choices that matter for parity with s2.cpp (spec engine.md §2, §9):
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from s2studio.engine.model.config import TransformerConfig
-from s2studio.engine.kernels.qmatrix import QuantMatrix, bf16_scratch
+from s2studio.engine.kernels.qmatrix import QuantMatrix, prefill_linear
 from s2studio.engine.model.weights import LayerWeights, StackWeights, Weight
 
 
-# From this many rows on (prefill), a CPU matmul with 16-bit weights runs in bfloat16: torch's
-# CPU float16 GEMM has no fast kernel on AVX2 and costs time in proportion to the rows, while
-# casting the weight to bfloat16 and using oneDNN's bfloat16 GEMM is ~3x faster at 48 rows
-# (measured on the 2-core AVX2 machine: 12 ms vs 33 ms for a 6144x2560 weight). Rounding to
-# bfloat16 is finer than the 8-bit activation quantization s2.cpp itself applies with Q8_0
-# weights. Decode steps (1 row) stay float16: a GEMV, bandwidth-bound, fastest in float16.
+# From this many rows on (prefill), a CPU matmul with float16 weights runs as a float32 GEMM on
+# the weights upcast a chunk at a time (``prefill_linear``): torch's CPU float16 GEMM has no
+# fast kernel and costs time in proportion to the rows (~5x slower at 48 rows). The float32
+# GEMM is exact on float16 weights; the bfloat16 GEMM used before rounded weights, activations
+# and outputs to 8 bits and put the F16 model's logits up to 0.13 away from s2.cpp's (which
+# rounds only the activations, to float16). Decode steps (1 row) stay float16: a GEMV,
+# bandwidth-bound, fastest in float16, with float16 activations as in s2.cpp.
 CPU_PREFILL_MIN_ROWS = 16
+
+
+def _upcast_rows(w: torch.Tensor) -> Callable[[int, int, torch.Tensor], None]:
+    def fill(r0: int, r1: int, out: torch.Tensor) -> None:
+        out.copy_(w[r0:r1])
+
+    return fill
 
 
 def linear(x: torch.Tensor, w: Weight) -> torch.Tensor:
@@ -38,7 +47,7 @@ def linear(x: torch.Tensor, w: Weight) -> torch.Tensor:
     if isinstance(w, QuantMatrix):
         return w.matmul_t(x)
     if w.dtype == torch.float16 and w.device.type == "cpu" and x.shape[0] >= CPU_PREFILL_MIN_ROWS:
-        return F.linear(x.to(torch.bfloat16), bf16_scratch(tuple(w.shape)).copy_(w)).float()
+        return prefill_linear(x, tuple(w.shape), _upcast_rows(w))
     return F.linear(x.to(w.dtype), w).float()
 
 

@@ -19,6 +19,16 @@ KEY = "fish_speech.codec."
 # general.architecture -> tensor-name prefix (s2.cpp src/s2_codec.cpp:815-822)
 ARCH_PREFIX = {"fish-speech": "c.", "fish-speech-codec": ""}
 
+# Ranges of the numbers read (out of range: a ModelFileError naming the key). Wide: S2 Pro has
+# rates of at most 8, 44.1 kHz and sizes of a few thousand. A hostile rate would otherwise size
+# the codec's buffers (one file asked for 1.5 TB).
+MAX_SIZE = 1 << 20  # any dimension or codebook size
+MAX_RATE = 64  # one up/down-sampling factor
+MAX_RATE_PRODUCT = 1 << 16  # samples per latent step (the product of a rate list; hop_length)
+MAX_SAMPLE_RATE = 384_000
+MAX_LAYERS = 256
+MAX_WINDOW = 1 << 13  # RVQ attention window in frames (S2 Pro: 128); sizes the streaming history
+
 # Hard-coded in s2.cpp, not in the file (spec §1.4).
 ENCODER_ATTENTION_WINDOW = 512
 RESIDUAL_DILATIONS = (1, 3, 9)
@@ -106,10 +116,26 @@ class CodecConfig:
                                              f"array, got {value!r}")
             return tuple(int(v) for v in value)
 
-        def positive(name: str, value: int) -> int:
-            if value <= 0:
-                raise ModelFileError(g.path, f"codec metadata '{KEY + name}' must be positive, got {value}")
+        def positive(name: str, value: int, hi: int = MAX_SIZE) -> int:
+            if not 1 <= value <= hi:
+                raise ModelFileError(g.path, f"codec metadata '{KEY + name}' is {value}; it must be between 1 "
+                                             f"and {hi}. The file is damaged or not an S2 Pro model.")
             return value
+
+        def real(name: str, lo: float, hi: float) -> float:
+            value = req_float(name)
+            if not lo < value <= hi:  # NaN fails too
+                raise ModelFileError(g.path, f"codec metadata '{KEY + name}' is {value!r}; it must be above "
+                                             f"{lo:g} and at most {hi:g}. The file is damaged.")
+            return value
+
+        def rates(name: str) -> tuple[int, ...]:
+            values = tuple(positive(name, r, MAX_RATE) for r in req_list(name))
+            if math.prod(values) > MAX_RATE_PRODUCT:
+                raise ModelFileError(g.path, f"codec metadata '{KEY + name}' {list(values)} multiplies to "
+                                             f"{math.prod(values)}; at most {MAX_RATE_PRODUCT} samples per step "
+                                             "are allowed. The file is damaged.")
+            return values
 
         frame_length = g.meta(KEY + "frame_length")
         if not isinstance(frame_length, int) or frame_length <= 0:  # s2.cpp: default / <=0 -> 512
@@ -124,26 +150,29 @@ class CodecConfig:
         req_int("rvq_transformer.n_layer")
         req_int("rvq_transformer.dim")
 
-        enc_rates = tuple(positive("encoder_rates", r) for r in req_list("encoder_rates"))
-        dec_rates = tuple(positive("decoder_rates", r) for r in req_list("decoder_rates"))
+        enc_rates = rates("encoder_rates")
+        dec_rates = rates("decoder_rates")
         enc_layers = req_list("encoder_transformer_layers")
-        down = tuple(positive("quantizer_downsample_factor", r) for r in req_list("quantizer_downsample_factor"))
+        if any(not 0 <= n <= MAX_LAYERS for n in enc_layers):
+            raise ModelFileError(g.path, f"codec metadata '{KEY}encoder_transformer_layers' {list(enc_layers)} "
+                                         f"must hold layer counts between 0 and {MAX_LAYERS}")
+        down = rates("quantizer_downsample_factor")
         if not enc_rates or not dec_rates or not down:
             raise ModelFileError(g.path, "codec rate arrays (encoder_rates, decoder_rates, "
                                          "quantizer_downsample_factor) must not be empty")
-        window = positive("rvq_transformer.window_size", req_int("rvq_transformer.window_size"))
+        window = positive("rvq_transformer.window_size", req_int("rvq_transformer.window_size"), MAX_WINDOW)
 
         cfg = cls(
             prefix=ARCH_PREFIX[arch],
-            sample_rate=positive("sample_rate", req_int("sample_rate")),
-            hop_length=positive("hop_length", req_int("hop_length")),
+            sample_rate=positive("sample_rate", req_int("sample_rate"), MAX_SAMPLE_RATE),
+            hop_length=positive("hop_length", req_int("hop_length"), MAX_RATE_PRODUCT),
             frame_length=frame_length,
             latent_dim=positive("latent_dim", req_int("latent_dim")),
             encoder_rates=enc_rates,
             decoder_rates=dec_rates,
             encoder_transformer_layers=enc_layers,
             codebook_dim=positive("quantizer_codebook_dim", req_int("quantizer_codebook_dim")),
-            residual_codebooks=positive("quantizer_residual_codebooks", req_int("quantizer_residual_codebooks")),
+            residual_codebooks=positive("quantizer_residual_codebooks", req_int("quantizer_residual_codebooks"), 255),
             residual_codebook_size=positive("quantizer_residual_codebook_size",
                                             req_int("quantizer_residual_codebook_size")),
             semantic_codebook_size=positive("quantizer_semantic_codebook_size",
@@ -152,15 +181,15 @@ class CodecConfig:
             encoder_transformer=TransformerConfig(
                 head_dim=positive("transformer.head_dim", req_int("transformer.head_dim")),
                 n_local_heads=req_int("transformer.n_local_heads"),
-                rope_base=req_float("transformer.rope_freq_base"),
-                norm_eps=req_float("transformer.layer_norm_rms_eps"),
+                rope_base=real("transformer.rope_freq_base", 1.0, 1e15),
+                norm_eps=real("transformer.layer_norm_rms_eps", 0.0, 0.1),
                 window=ENCODER_ATTENTION_WINDOW,
             ),
             rvq_transformer=TransformerConfig(
                 head_dim=positive("rvq_transformer.head_dim", req_int("rvq_transformer.head_dim")),
                 n_local_heads=req_int("rvq_transformer.n_local_heads"),
-                rope_base=req_float("rvq_transformer.rope_freq_base"),
-                norm_eps=req_float("rvq_transformer.layer_norm_rms_eps"),
+                rope_base=real("rvq_transformer.rope_freq_base", 1.0, 1e15),
+                norm_eps=real("rvq_transformer.layer_norm_rms_eps", 0.0, 0.1),
                 window=window,
             ),
         )

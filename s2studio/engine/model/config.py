@@ -4,6 +4,12 @@ s2.cpp falls back to the real S2 Pro values when a key is missing (spec engine.m
 the same so that files s2.cpp loads also load here, but every fallback is logged as a warning:
 two of them (``attention_qk_norm`` and ``scale_codebook_embeddings`` default to *false*) would
 silently run a different model.
+
+Every number read is checked against the range below (``RANGES``) at load: a zero head count,
+zero layers, a NaN RoPE base or a negative epsilon would otherwise surface later as a
+ZeroDivisionError, silent empty output or NaN logits. Out of range is a ModelFileError naming
+the file and the key. The ranges are wide (the real S2 Pro is far inside them); they only
+reject values no model can have.
 """
 
 from __future__ import annotations
@@ -23,6 +29,22 @@ PROJECT_PREFIX = "fish_speech."  # project keys always use the underscore prefix
 # GGUF value type ids (gguf.GGUFValueType) the s2.cpp getters insist on.
 _U32, _F32, _BOOL = 4, 6, 7
 _INT_TYPES = {0, 1, 2, 3, 4, 5, 10, 11}
+
+# Allowed values per key suffix (after "fish-speech." / "fish_speech."): (lowest, highest),
+# both inclusive, except that a float's lowest is exclusive ("> 0", "> 1").
+_COUNT = (1, 1 << 16)
+RANGES: dict[str, tuple[float, float]] = {
+    "attention.head_count": (1, 4096), "attention.head_count_kv": (1, 4096),
+    "fast_head_count": (1, 4096), "fast_head_count_kv": (1, 4096),
+    "embedding_length": _COUNT, "fast_embedding_length": _COUNT,
+    "block_count": (1, 4096), "fast_block_count": (1, 4096),
+    "fast_head_dim": (0, 1 << 14),  # 0: derive from the width and the head count
+    "vocab_size": (1, 1 << 24), "codebook_size": (1, 1 << 20), "num_codebooks": (1, 256),
+    "semantic_begin_id": (0, 1 << 24), "semantic_end_id": (0, 1 << 24),
+    "context_length": (1, 1 << 26),
+    "rope.freq_base": (1.0, 1e15), "fast_rope_freq_base": (1.0, 1e15),  # floats: exclusive low
+    "attention.layer_norm_rms_epsilon": (0.0, 0.1), "fast_layer_norm_rms_eps": (0.0, 0.1),
+}
 
 
 @dataclass(frozen=True)
@@ -73,10 +95,23 @@ class _MetaReader:
                 raise ModelFileError(self.f.path, f"metadata key '{key}' has the wrong type (value {value!r})")
             log.warning("%s: metadata key '%s' has GGUF type %d, s2.cpp expects %d", self.f.path, key, vtype, want)
         if want == _U32:
-            return int(value)
+            return self._in_range(key, int(value))
         if want == _F32:
-            return float(value)
+            return self._in_range(key, float(value))
         return bool(value)
+
+    def _in_range(self, key: str, value: int | float) -> int | float:
+        bounds = RANGES.get(key.split(".", 1)[1])
+        if bounds is None:
+            return value
+        lo, hi = bounds
+        # Written so that NaN fails: every comparison with NaN is false.
+        ok = (lo < value <= hi) if isinstance(value, float) else (lo <= value <= hi)
+        if not ok:
+            low = f"above {lo:g}" if isinstance(value, float) else f"at least {lo}"
+            raise ModelFileError(self.f.path, f"metadata key '{key}' is {value!r}; it must be {low} "
+                                              f"and at most {hi:g}. The file is damaged or not an S2 Pro model.")
+        return value
 
 
 def _slow_head_dim(f: GGUFFile, n_head: int, qk_norm: bool, prefix: str) -> int:
@@ -170,3 +205,5 @@ def _sanity_check(f: GGUFFile, c: ModelConfig) -> None:
             bad(f"{name} head count {cfg.n_head} is not a multiple of its KV head count {cfg.n_kv_head}")
         if cfg.head_dim % 2:
             bad(f"{name} head_dim {cfg.head_dim} is odd; RoPE needs pairs")
+        if cfg.head_dim < 2:
+            bad(f"{name} head_dim is {cfg.head_dim}; it must be at least 2")

@@ -20,8 +20,9 @@ from s2studio.engine.model.weights import DualARWeights
 
 class DualAR:
     def __init__(self, cfg: ModelConfig, weights: DualARWeights, *, kv_round_f16: bool = True,
-                 kv_dtype: torch.dtype = torch.float32):
+                 kv_dtype: torch.dtype = torch.float32, source: str = "(model built in memory)"):
         self.cfg = cfg
+        self.source = source  # the model file: named in errors about what the weights compute
         self.w = weights
         self.kv_round_f16 = kv_round_f16
         self.kv_dtype = kv_dtype

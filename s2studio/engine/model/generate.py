@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from s2studio.engine.model.dual_ar import DualAR
-from s2studio.errors import InputError
+from s2studio.errors import InputError, ModelFileError
 from s2studio.engine.params import GenerationParams
 from s2studio.engine.model.sampler import RAS_TEMPERATURE, RAS_TOP_P, RepetitionWindow, sample_token
 
@@ -68,6 +68,16 @@ def check_fits_context(prompt_tokens: int, max_new_tokens: int, context_length: 
                          f"{context_length - prompt_tokens} frames for this prompt.")
 
 
+def check_finite(model: DualAR, logits: torch.Tensor, what: str, frame: int, *, when: str = "") -> None:
+    """Stop with one message naming the model file when ``logits`` hold NaN or infinity (NaN or
+    infinite weights, or metadata that makes the maths blow up). Checked on the rows about to
+    be sampled only: one small reduction per sampled row, nothing per activation."""
+    if not bool(torch.isfinite(logits).all()):
+        where = when or f"at frame {frame}"
+        raise ModelFileError(model.source, f"the model computed non-finite {what} (NaN or infinity) {where}: "
+                                           "its weights or metadata are damaged. Download the model again.")
+
+
 def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams, *, im_end_id: int,
                     cancel: threading.Event | None = None,
                     stats: GenerationStats | None = None) -> Iterator[Frame]:
@@ -88,6 +98,7 @@ def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams,
 
     def sample_main(hidden: torch.Tensor, step: int, temperature: float, p: float) -> int:
         logits = model.sampled_logits(hidden, im_end_id)  # [semantic 0..K-1, im_end]
+        check_finite(model, logits, "Slow-AR logits", step)
         if step < min_end:
             logits[-1] = float("-inf")
         i = sample_token(logits, temperature, p, top_k, gen)
@@ -125,9 +136,11 @@ def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams,
         codes[0] = min(max(main - B, 0), K - 1)
         t_fast = time.perf_counter()
         cache, logits = model.fast_start(hidden, int(codes[0]))
+        check_finite(model, logits, "Fast-AR logits", step)
         codes[1] = sample_token(logits, T, top_p, top_k, gen)
         for j in range(2, C):
             logits = model.fast_next(cache, int(codes[j - 1]), j)
+            check_finite(model, logits, "Fast-AR logits", step)
             codes[j] = sample_token(logits, T, top_p, top_k, gen)
         t_done = time.perf_counter()
         st.fast_s += t_done - t_fast

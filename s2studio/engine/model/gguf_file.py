@@ -10,6 +10,7 @@ the file. Every problem becomes one ``ModelFileError`` naming the file and what 
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
@@ -203,6 +204,21 @@ def scan_header(path: str, buf: mmap.mmap | bytes) -> tuple[dict[str, tuple[int,
     return meta, tensors
 
 
+def _why_missing(path: str) -> str:
+    """Why ``os.path.exists`` said no: it also says no for a symbolic-link loop, a dangling link
+    and a folder we may not enter, which need different fixes than a wrong name."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "it is a symbolic link that loops back on itself (a link cycle); point it at the real file"
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return f"it cannot be reached: {exc.strerror} (check the permissions of its folders)"
+        if os.path.islink(path):
+            return f"it is a symbolic link to '{os.readlink(path)}', which does not exist"
+    return "the file does not exist"
+
+
 class GGUFFile:
     """A validated, memory-mapped GGUF file.
 
@@ -214,7 +230,7 @@ class GGUFFile:
     def __init__(self, path: str | os.PathLike[str]):
         self.path = os.fspath(path)
         if not os.path.exists(self.path):
-            raise ModelFileError(self.path, "the file does not exist")
+            raise ModelFileError(self.path, _why_missing(self.path))
         if os.path.isdir(self.path):
             raise ModelFileError(self.path, "this is a folder; pick the .gguf file inside it")
         size = os.path.getsize(self.path)

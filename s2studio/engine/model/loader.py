@@ -58,4 +58,27 @@ def load_dual_ar(path: str | os.PathLike[str], *, device: str = "cpu", gpu_layer
                            head_device=plan.head_device, fast_device=plan.fast_device, progress=progress,
                            quantized_types=quantized_types)
     round_f16 = kv_round_f16 if kv_round_f16 is not None else True
-    return DualAR(cfg, weights, kv_round_f16=round_f16), plan
+    model = DualAR(cfg, weights, kv_round_f16=round_f16, source=f.path)
+    check_first_step_is_finite(model)
+    return model, plan
+
+
+def check_first_step_is_finite(model: DualAR) -> None:
+    """One Slow-AR and one Fast-AR step on a minimal prompt, at load: NaN or infinite weights
+    (in any layer matrix, norm or head row) make every output non-finite, and a server would
+    otherwise report itself healthy while every request fails. Costs one decode step.
+    Weights that only some tokens reach (one embedding row) are caught during generation."""
+    import torch
+
+    from s2studio.engine.model.generate import check_finite
+
+    cfg = model.cfg
+    tokens = torch.zeros((cfg.num_codebooks + 1, 1), dtype=torch.int64)
+    tokens[0, 0] = cfg.semantic_begin_id  # a semantic token: the codebook embeddings are used too
+    model.new_cache(1)
+    hidden = model.forward_slow(tokens)
+    check_finite(model, model.sampled_logits(hidden, cfg.semantic_end_id), "Slow-AR logits", 0,
+                 when="while checking it at load")
+    _, fast = model.fast_start(hidden, 0)
+    check_finite(model, fast, "Fast-AR logits", 0, when="while checking it at load")
+    model.cache = model._head_ids = model._head_rows = None  # generation builds its own

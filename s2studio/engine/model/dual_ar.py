@@ -35,6 +35,11 @@ class DualAR:
         self._head_ids: torch.Tensor | None = None
         self._head_rows: torch.Tensor | None = None
 
+    def drop_caches(self) -> None:
+        """Free the Slow-AR KV cache and the sampled head rows; both are rebuilt on demand."""
+        self.cache = None
+        self._head_ids = self._head_rows = None
+
     # ---- Slow-AR ------------------------------------------------------------------------
     def new_cache(self, capacity: int, start: int | None = None) -> None:
         """A Slow-AR KV cache for up to ``capacity`` positions (prompt + max new frames + 1).

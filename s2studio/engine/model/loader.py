@@ -81,4 +81,4 @@ def check_first_step_is_finite(model: DualAR) -> None:
                  when="while checking it at load")
     _, fast = model.fast_start(hidden, 0)
     check_finite(model, fast, "Fast-AR logits", 0, when="while checking it at load")
-    model.cache = model._head_ids = model._head_rows = None  # generation builds its own
+    model.drop_caches()  # generation sizes its own

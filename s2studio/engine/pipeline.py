@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from s2studio.errors import GenerationError, InputError
+from s2studio.errors import GenerationError, InputError, ModelFileError
 from s2studio.engine.params import GenerationParams
 
 log = logging.getLogger(__name__)
@@ -522,6 +522,10 @@ class Pipeline:
         t = time.perf_counter()
         samples = decoder.feed(np.stack(pending, axis=1))
         timings.decode_s += time.perf_counter() - t
+        if not np.isfinite(samples).all():  # NaN/Inf codec weights: one message, never a NaN WAV
+            raise ModelFileError(decoder.codec.path,
+                                 "the audio codec produced non-finite samples (NaN or infinity): its "
+                                 "weights (c.*) or metadata are damaged. Download the model again.")
         timings.decode_chunks += 1
         chunk = AudioChunk(samples, decoder.codec.sample_rate, segment, n_seg, len(frames) - len(pending),
                            len(pending))

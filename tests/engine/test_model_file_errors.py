@@ -308,3 +308,19 @@ def test_dangling_symlink_names_its_target(tmp_path):
     link = tmp_path / "model.gguf"
     link.symlink_to(tmp_path / "gone" / "model.gguf")
     expect_error(link, "symbolic link", str(tmp_path / "gone" / "model.gguf"), "does not exist")
+
+
+def test_non_finite_codec_output_names_the_model_file(tmp_path):
+    """NaN codec weights: the first decoded chunk stops the take with one message, never a NaN
+    WAV (the transformer is fine, so the load check passes)."""
+    from s2studio.engine.params import GenerationParams
+    from s2studio.engine.pipeline import EngineSettings, Pipeline, SynthesisRequest
+
+    p = copy_model(tmp_path / "codec-nan.gguf", edit={"c.decoder.model.6.conv.bias": _poison(float("nan"))})
+    pipeline = Pipeline(EngineSettings(str(p), str(GOLDEN_MODEL.parent / "tokenizer.json"), tokenizer_mode="s2cpp",
+                                       codec_mode="cpu"))
+    params = GenerationParams(max_new_tokens=4, min_tokens_before_end=4, temperature=0, ras=False)
+    with pytest.raises(ModelFileError) as info:
+        pipeline.synthesize(SynthesisRequest("Hello.", generation=params)).run_to_end()
+    msg = str(info.value)
+    assert str(p) in msg and "audio codec produced non-finite samples" in msg and "\n" not in msg

@@ -37,12 +37,24 @@ def _enable_crash_traces(path: Path) -> None:
         old.close()
 
 
+def _disable_crash_traces() -> None:
+    global _crash_file
+    faulthandler.disable()
+    if _crash_file is not None:
+        _crash_file.close()
+        _crash_file = None
+
+
 class _CrashTracingFileHandler(logging.handlers.RotatingFileHandler):
     """A rotating log file that keeps faulthandler writing to the current file."""
 
     def doRollover(self) -> None:
-        super().doRollover()
-        _enable_crash_traces(Path(self.baseFilename))
+        # Windows cannot rename a file that another descriptor holds open: let go of it first.
+        _disable_crash_traces()
+        try:
+            super().doRollover()
+        finally:
+            _enable_crash_traces(Path(self.baseFilename))
 
 
 def setup_file_logging(level: int = logging.INFO) -> Path | None:

@@ -37,7 +37,7 @@ class DualAR:
 
     def drop_caches(self) -> None:
         """Free the Slow-AR KV cache and the sampled head rows; both are rebuilt on demand."""
-        self.cache = None
+        self.release_cache()
         self._head_ids = self._head_rows = None
 
     # ---- Slow-AR ------------------------------------------------------------------------

@@ -16,9 +16,10 @@ import logging
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
+    QFileDialog,
     QFrame,
     QLabel,
     QMainWindow,
@@ -30,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from s2studio.app import paths
+from s2studio.app import paths, scripts
 from s2studio.app.audio_service import AudioService
 from s2studio.app.requests import (
     FinishedTake,
@@ -42,7 +43,7 @@ from s2studio.app.requests import (
     engine_settings,
     generation_params,
 )
-from s2studio.app.settings import AppSettings, save_settings
+from s2studio.app.settings import MAX_RECENT_SCRIPTS, AppSettings, save_settings
 from s2studio.engine.pipeline import EngineSettings
 from s2studio.app.widgets.error_banner import Banner
 from s2studio.app.widgets.output_panel import OutputPanel, Take
@@ -50,6 +51,8 @@ from s2studio.app.widgets.progress_bar import GenerateBar
 from s2studio.app.widgets.script_editor import ScriptEditor, estimated_seconds
 from s2studio.app.server_engine import ApiKeyStore
 from s2studio.app.widgets.settings_dialog import SettingsDialog
+from s2studio.app.widgets.speaker_panel import SpeakerPanel
+from s2studio.app.widgets.voice_library_dialog import VoiceLibraryDialog
 from s2studio.app.widgets.voice_panel import TRANSCRIPT, VoicePanel
 from s2studio.app.widgets.welcome import WelcomePage
 from s2studio.app.worker import InferenceWorker
@@ -205,6 +208,7 @@ class MainWindow(QMainWindow):
         self.voice_panel.save_requested.connect(self.save_voice)
         self.voice_panel.problem.connect(self.show_problem)
         self.voice_panel.problem_gone.connect(self.error_banner.dismiss)
+        self.voice_panel.notice.connect(self.show_notice)
         splitter.addWidget(self.voice_panel)
         right = QWidget()
         rl = QVBoxLayout(right)
@@ -212,11 +216,15 @@ class MainWindow(QMainWindow):
         self.editor = ScriptEditor()
         self.editor.text_changed.connect(lambda: self.editor.text().strip() and self.error_banner.dismiss(TEXT))
         rl.addWidget(self.editor, 3)
+        self.speakers = SpeakerPanel(self.library)  # shown while the script has <|speaker:N|> tags
+        self.editor.text_changed.connect(lambda: self.speakers.update_script(self.editor.text()))
+        rl.addWidget(self.speakers)
         self.generate_bar = GenerateBar()
         self.generate_bar.button.clicked.connect(self.generate_or_stop)
         rl.addWidget(self.generate_bar)
         self.output = OutputPanel(self.audio)
         self.output.last_export_dir = self.settings.last_export_dir
+        self.output.export_format = self.settings.export_format
         self.output.problem.connect(lambda text: self.show_problem(text, EXPORT))
         self.output.exported.connect(self._on_exported)
         self.output.take_shown.connect(self._on_take_shown)
@@ -228,11 +236,35 @@ class MainWindow(QMainWindow):
         return page
 
     def _build_menus(self) -> None:
+        """Every command with its shortcut shown beside it; the shortcuts are the actions' own
+        (added to the window too, so they work while no menu is open)."""
+        def action(menu, text: str, slot, *keys) -> object:
+            act = menu.addAction(text, slot)
+            if keys:
+                act.setShortcuts([QKeySequence(k) for k in keys])
+                self.addAction(act)
+            return act
+
         file_menu = self.menuBar().addMenu("&File")
+        action(file_menu, "Open script…", self.open_script_dialog, QKeySequence.StandardKey.Open)
+        self.recent_menu = file_menu.addMenu("Recent scripts")
+        self.recent_menu.aboutToShow.connect(self._fill_recent_scripts)
+        self._fill_recent_scripts()
+        file_menu.addSeparator()
         file_menu.addAction("Open reference clip…", self.voice_panel.choose_file)
-        self.export_action = file_menu.addAction("Export WAV…", self.output.export_current)
+        self.export_action = action(file_menu, "Export…", self.output.export_current, "Ctrl+S")
+        self.export_sentences_action = file_menu.addAction("Export sentences…", self.output.export_sentences_current)
         file_menu.addSeparator()
         file_menu.addAction("Quit", QKeySequence.StandardKey.Quit, self.close)
+        generate_menu = self.menuBar().addMenu("&Generate")
+        # Ctrl+Return is the main keyboard's Enter, Ctrl+Enter the keypad's: both generate.
+        self.generate_action = action(generate_menu, "Generate", self.generate, "Ctrl+Return", "Ctrl+Enter")
+        self.stop_action = action(generate_menu, "Stop", self._escape, "Esc")
+        generate_menu.addSeparator()
+        # Space reaches this only when no text field wants it (text widgets claim printable keys).
+        self.play_action = action(generate_menu, "Play / Pause", self.output.toggle_play, "Space")
+        voices_menu = self.menuBar().addMenu("&Voices")
+        voices_menu.addAction("Voice library…", self.open_voice_library)
         model_menu = self.menuBar().addMenu("&Model")
         self.load_action = model_menu.addAction("Load now", self.load_model_now)
         model_menu.addAction("Choose model files…", self.choose_model_files)
@@ -243,12 +275,7 @@ class MainWindow(QMainWindow):
         help_menu.addAction("About s2studio", self._about)
 
     def _build_shortcuts(self) -> None:
-        for keys in ("Ctrl+Return", "Ctrl+Enter"):
-            QShortcut(QKeySequence(keys), self, self.generate)
-        QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self._escape)
-        QShortcut(QKeySequence("Ctrl+S"), self, self.output.export_current)
-        # Space reaches this only when no text field wants it (text widgets claim printable keys).
-        QShortcut(QKeySequence(Qt.Key.Key_Space), self, self.output.toggle_play)
+        """The shortcuts are the menu actions' (see ``_build_menus``)."""
 
     def _build_tab_order(self) -> None:
         """Script first, then what acts on it, then the output, then the voice panel."""
@@ -266,6 +293,55 @@ class MainWindow(QMainWindow):
             self.leave_welcome()
         else:
             self.stop()
+
+    # ---- scripts and voices ----------------------------------------------------------------------
+    def ask_script_path(self) -> str | None:
+        """A separate method so tests can answer it without a modal dialog."""
+        patterns = " ".join(f"*{e}" for e in scripts.SCRIPT_EXTENSIONS)
+        path, _ = QFileDialog.getOpenFileName(self, "Open a script", "", f"Scripts ({patterns})")
+        return path or None
+
+    def open_script_dialog(self) -> None:
+        path = self.ask_script_path()
+        if path:
+            self.open_script(path)
+
+    def open_script(self, path: str) -> bool:
+        """File ▸ Open script…: the file's text replaces the script; the file joins the recent list."""
+        try:
+            text = scripts.read_script(path)
+        except scripts.ScriptFileError as err:
+            self.show_problem(str(err), TEXT)
+            return False
+        self.pages.setCurrentIndex(STUDIO_PAGE if self.settings.engine_chosen else self.pages.currentIndex())
+        self.editor.set_text(text)
+        self.settings.recent_scripts = scripts.remember_script(self.settings.recent_scripts, path,
+                                                               MAX_RECENT_SCRIPTS)
+        self._fill_recent_scripts()
+        self.error_banner.dismiss(TEXT)
+        self.statusBar().showMessage(f"Script: {Path(path).name}", 5000)
+        return True
+
+    def _fill_recent_scripts(self) -> None:
+        """The menu lists the recent scripts that still exist (gone ones leave the list too)."""
+        self.settings.recent_scripts = scripts.existing_scripts(self.settings.recent_scripts)
+        self.recent_menu.clear()
+        for path in self.settings.recent_scripts:
+            self.recent_menu.addAction(Path(path).name, lambda p=path: self.open_script(p)).setToolTip(path)
+        self.recent_menu.setEnabled(bool(self.settings.recent_scripts))
+
+    def open_voice_library(self) -> VoiceLibraryDialog:
+        dialog = VoiceLibraryDialog(self.library, self.audio, parent=self)
+        dialog.changed.connect(self._on_voices_changed)
+        dialog.use_requested.connect(self.voice_panel.select_voice)
+        dialog.open()  # window-modal, without a nested event loop
+        self.library_dialog = dialog
+        return dialog
+
+    def _on_voices_changed(self, select_id: str) -> None:
+        current = self.voice_panel.current_item_key()
+        self.voice_panel.reload_voices(current)
+        self.speakers.reload_voices()
 
     # ---- messages -----------------------------------------------------------------------------
     def show_problem(self, text: str, cause: str = "") -> None:
@@ -354,13 +430,15 @@ class MainWindow(QMainWindow):
                               TRANSCRIPT)
             return None
         s = self.settings
+        speakers = self.speakers.mapping()  # empty unless the script has mapped speaker tags
         return GenerateRequest(
             engine=self.engine_config(), text=text, voice_id=choice.voice_id,
             reference_audio=choice.samples if choice.kind == "reference" else None,
             reference_text=choice.transcript, sampling=generation_params(s),
             segmentation=s.segmentation_enabled, segment_max_chars=s.segment_max_chars, pause_ms=s.pause_ms,
             trim_silence=s.trim_silence, normalize=s.normalize, dynamic_normalize=s.dynamic_normalize,
-            voice_label=choice.label)
+            voice_label=f"dialogue ({self.speakers.label()})" if speakers else choice.label,
+            speaker_voices=speakers)
 
     def generate_or_stop(self) -> None:
         if self.generating:
@@ -434,7 +512,8 @@ class MainWindow(QMainWindow):
         return Take(text=request.text, voice=request.voice_label, seed=int(result.seed),
                     params=f"temp {s.temperature:g} · top-p {s.top_p:g} · top-k {s.top_k} · "
                            f"max {s.max_new_tokens} frames", audio=result.audio, sample_rate=result.sample_rate,
-                    stopped=bool(result.cancelled), stats=self.generate_bar.stats.text())
+                    stopped=bool(result.cancelled), stats=self.generate_bar.stats.text(),
+                    segments=tuple((r.start_sample, r.end_sample) for r in result.segments))
 
     def _on_finished(self, finished: FinishedTake) -> None:
         result = finished.result
@@ -483,11 +562,13 @@ class MainWindow(QMainWindow):
 
     def _on_voice_saved(self, info) -> None:
         self.voice_panel.voice_saved(info)
+        self.speakers.reload_voices()
         self.statusBar().showMessage(f"Voice “{info.name}” saved.", 5000)
 
     def _on_exported(self, path: str) -> None:
         self.error_banner.dismiss(EXPORT)
         self.settings.last_export_dir = str(Path(path).parent)
+        self.settings.export_format = self.output.export_format
         self.statusBar().showMessage(f"Exported {path}", 5000)
 
     def _end_generation(self) -> None:

@@ -54,6 +54,7 @@ class GenerateRequest:
     dynamic_normalize: bool = False
     stream_stride: int = 4
     voice_label: str = ""  # what the history shows for the voice
+    speaker_voices: tuple = ()  # ((speaker N, saved voice id), ...): a dialogue, see app/dialogue.py
     created: float = field(default_factory=time.monotonic)
 
 

@@ -34,6 +34,7 @@ _BACKUP_RE = r"\.corrupt(?:-(\d{8}-\d{6})(?:-(\d+))?)?"
 TOKENIZER_MODES = ("hf", "s2cpp")
 CODEC_MODES = ("auto", "cpu", "follow")
 ENGINES = ("local", "server")  # the model on this computer, or on `s2studio serve` elsewhere
+MAX_RECENT_SCRIPTS = 10  # File ▸ Recent scripts
 
 
 @dataclass
@@ -73,9 +74,13 @@ class AppSettings:
     voices_folder: str = ""
     last_export_dir: str = ""
     recent_texts: list = field(default_factory=list)
+    # export: the format key last chosen (see app/export.py); File ▸ Recent scripts, newest first
+    export_format: str = "wav32f"
+    recent_scripts: list = field(default_factory=list)
 
     def copy(self) -> "AppSettings":
-        return dataclasses.replace(self, recent_texts=list(self.recent_texts))
+        return dataclasses.replace(self, recent_texts=list(self.recent_texts),
+                                   recent_scripts=list(self.recent_scripts))
 
     @property
     def uses_server(self) -> bool:
@@ -131,6 +136,9 @@ def settings_from_dict(data: dict) -> tuple[AppSettings, list[str]]:
         settings.codec_mode, bad = "auto", bad + ["codec_mode"]
     if settings.engine not in ENGINES:
         settings.engine, bad = "local", bad + ["engine"]
+    if not all(isinstance(p, str) for p in settings.recent_scripts):
+        bad.append("recent_scripts")
+    settings.recent_scripts = [p for p in settings.recent_scripts if isinstance(p, str)][:MAX_RECENT_SCRIPTS]
     return settings, bad
 
 

@@ -203,7 +203,12 @@ class InferenceWorker(QObject):
                                     dynamic_normalize=request.dynamic_normalize),
             stream_stride=request.stream_stride,
         )
-        job = pipeline.synthesize(synthesis)
+        if request.speaker_voices:  # a dialogue: each speaker's turns in its own voice
+            from s2studio.app.dialogue import DialogueJob
+
+            job = DialogueJob(pipeline, synthesis, dict(request.speaker_voices))
+        else:
+            job = pipeline.synthesize(synthesis)
         with self._lock:
             self._job = job
             if request.created <= self._cancelled_at:

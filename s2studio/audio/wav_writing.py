@@ -24,7 +24,7 @@ import soundfile as sf
 from s2studio.audio.atomic_file import OutputPathError, commit_temp, fsync_path, make_temp_beside, remove_quietly
 from s2studio.audio.validation import CODEC_SAMPLE_RATE
 
-WAV_SUBTYPES = ("FLOAT", "PCM_16")
+WAV_SUBTYPES = ("FLOAT", "PCM_16", "PCM_24")
 PCM16_HEADER_BYTES = 44
 # s2.cpp writes this in both size fields of a streaming header whose length is not yet known.
 STREAMING_PLACEHOLDER_SIZE = 0x7FFFFFF0
@@ -105,7 +105,12 @@ def _clear_peak_timestamp(fh) -> None:
 
 
 def _write_to(target, x: np.ndarray, sample_rate: int, subtype: str) -> None:
-    data = float_to_pcm16(x) if subtype == "PCM_16" else x
+    if subtype == "PCM_16":
+        data = float_to_pcm16(x)
+    elif subtype == "PCM_24":
+        data = np.clip(x, -1.0, 1.0)  # libsndfile would wrap a sample past full scale, not clip it
+    else:
+        data = x
     sf.write(target, data, sample_rate, subtype=subtype, format="WAV")
     if isinstance(target, io.BytesIO):
         _clear_peak_timestamp(target)

@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
 
 from s2studio.app.audio_service import AudioService
 from s2studio.app.widgets.waveform import WaveformView
-from s2studio.audio import write_wav
-from s2studio.audio.atomic_file import OutputPathError, check_output_path
+from s2studio.app import export
+from s2studio.audio.atomic_file import OutputPathError
 
 OWNER = "output"
 
@@ -39,6 +39,7 @@ class Take:
     sample_rate: int
     stopped: bool = False  # Stop was pressed: the audio is what was made until then
     stats: str = ""  # the generation's last progress line (segments, frames, real-time factor)
+    segments: tuple = ()  # (start, end) sample range of each sentence: "Export sentences…"
     created: float = field(default_factory=time.time)
 
     @property
@@ -70,6 +71,8 @@ class OutputPanel(QWidget):
         self._generating = False
         self._pending_final: Take | None = None  # the finished take, shown once live playback ends
         self.last_export_dir = ""
+        self.last_written: list[str] = []  # the files the last export wrote
+        self.export_format = export.DEFAULT_FORMAT  # key of the format last chosen (kept in the settings)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.waveform = WaveformView(placeholder="The generated audio appears here as it is made")
@@ -83,12 +86,17 @@ class OutputPanel(QWidget):
         # one width for every text it shows ("0:01.2 generated" is wider than "0:00.0 / 0:01.2"): a
         # label that changes width moves the buttons beside it and can widen a narrow window
         self.time_label.setMinimumWidth(self.time_label.fontMetrics().horizontalAdvance("00:00.0 / 00:00.0") + 8)
-        self.export_button = QPushButton("Export WAV…")
-        self.export_button.setToolTip("Save the take as a WAV file (Ctrl+S)")
+        self.export_button = QPushButton("Export…")
+        self.export_button.setToolTip("Save the take as WAV (16/24-bit or 32-bit float), FLAC, MP3 or OGG (Ctrl+S)")
         self.export_button.clicked.connect(self.export_current)
+        self.export_sentences_button = QPushButton("Export sentences…")
+        self.export_sentences_button.setToolTip("Save each sentence of the take as its own numbered file "
+                                                "(name-01.wav, name-02.wav, …)")
+        self.export_sentences_button.clicked.connect(self.export_sentences_current)
         row.addWidget(self.play_button)
         row.addWidget(self.time_label)
         row.addStretch(1)
+        row.addWidget(self.export_sentences_button)
         row.addWidget(self.export_button)
         layout.addLayout(row)
         history_box = QGroupBox("This session's takes")
@@ -212,18 +220,30 @@ class OutputPanel(QWidget):
         has = self.current is not None
         self.play_button.setEnabled(has and self.audio.status.can_play and not generating)
         self.export_button.setEnabled(has and not generating)
+        self.export_sentences_button.setEnabled(has and not generating)
         self.replay_button.setEnabled(bool(self.takes) and self.audio.status.can_play)
         self.reexport_button.setEnabled(bool(self.takes))
 
     # ---- export -----------------------------------------------------------------------------
     def ask_save_path(self, suggestion: str) -> str | None:
-        """A separate method so tests can answer it without a modal dialog."""
-        path, _ = QFileDialog.getSaveFileName(self, "Export WAV", suggestion, "WAV audio (*.wav)")
+        """The save dialog; the type chosen in it becomes ``export_format``. A separate method so
+        tests can answer it without a modal dialog (they set ``export_format`` themselves)."""
+        formats = export.available_formats()
+        chosen = export.format_by_key(self.export_format)
+        path, selected = QFileDialog.getSaveFileName(self, "Export", suggestion,
+                                                     ";;".join(f.file_filter for f in formats), chosen.file_filter)
+        picked = export.format_by_filter(selected)
+        if path and picked is not None:
+            self.export_format = picked.key
         return path or None
 
     def export_current(self) -> None:
         if self.current is not None:
             self.export_take(self.current)
+
+    def export_sentences_current(self) -> None:
+        if self.current is not None:
+            self.export_take(self.current, sentences=True)
 
     def _export_selected(self) -> None:
         row = self.history.currentRow()
@@ -235,19 +255,26 @@ class OutputPanel(QWidget):
         if 0 <= row < len(self.takes):
             self.show_take(self.takes[row], play=True)
 
-    def export_take(self, take: Take) -> str | None:
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(take.created))
-        folder = Path(self.last_export_dir) if self.last_export_dir else Path.home()
-        path = self.ask_save_path(str(folder / f"s2studio-{stamp}-seed{take.seed}.wav"))
+    def export_take(self, take: Take, sentences: bool = False) -> str | None:
+        """Ask where, then write the take (or, with ``sentences``, one numbered file per sentence:
+        the returned path is the first of them). The name offered is the script's first words."""
+        preferred = export.format_by_key(self.export_format)
+        folder = export.safe_folder(self.last_export_dir)
+        path = self.ask_save_path(str(folder / export.default_file_name(take.text, preferred.extension)))
         if not path:
             return None
-        if not path.lower().endswith((".wav", ".wave")):
-            path += ".wav"
+        preferred = export.format_by_key(self.export_format)  # the dialog may have changed it
+        fmt = export.format_for_path(path, preferred)
+        if fmt is None:  # "take.aiff", or a name with a dot and no extension: the chosen type's
+            fmt, path = preferred, export.with_extension(path, preferred)
         try:
             # A folder that vanished, a read-only disk, a name that is a folder or a device:
             # one clear sentence before anything is written.
-            check_output_path(path)
-            write_wav(path, take.audio, take.sample_rate)  # atomic: temp file + rename
+            if sentences:
+                written = export.write_sentences(path, take.audio, take.sample_rate, take.segments, fmt)
+            else:
+                export.write_take(path, take.audio, take.sample_rate, fmt)
+                written = [path]
         except OutputPathError as err:
             self.problem.emit(f"Could not export: {err}")
             return None
@@ -255,5 +282,6 @@ class OutputPanel(QWidget):
             self.problem.emit(f"Could not write {path}: {getattr(err, 'strerror', None) or err}")
             return None
         self.last_export_dir = str(Path(path).parent)
-        self.exported.emit(path)
-        return path
+        self.last_written = written
+        self.exported.emit(written[0])
+        return written[0]

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPushButton,
     QSlider,
     QSpinBox,
@@ -224,6 +225,10 @@ class SettingsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addWidget(tabs)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        self.reset_button = buttons.addButton("Reset to defaults…", QDialogButtonBox.ButtonRole.ResetRole)
+        self.reset_button.setToolTip("Sampling, long text, finishing, devices and threads back to their defaults; "
+                                     "the model files and the server address are kept")
+        self.reset_button.clicked.connect(self.reset_to_defaults)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
@@ -344,6 +349,36 @@ class SettingsDialog(QDialog):
                                               "Tokenizer (tokenizer.json *.json)")
         if path:
             self.tokenizer_path.setText(path)
+
+    def confirm_reset(self) -> bool:
+        """A separate method so tests can answer it without a modal dialog."""
+        return QMessageBox.question(self, "Reset to defaults",
+                                    "Put every setting back to its default (the model files and the server "
+                                    "address are kept)? Nothing changes until you press OK.") == \
+            QMessageBox.StandardButton.Yes
+
+    def reset_to_defaults(self) -> bool:
+        """The fields show the defaults (OK applies them, Cancel keeps the old settings). Where
+        the model is (files, server) stays: resetting it would send the user back to the welcome page."""
+        if not self.confirm_reset():
+            return False
+        d = AppSettings()
+        for combo, value in ((self.tokenizer_mode, d.tokenizer_mode), (self.codec_mode, d.codec_mode),
+                             (self.input_device, d.input_device), (self.output_device, d.output_device)):
+            combo.setCurrentIndex(max(0, combo.findData(value)))
+        self.device.setCurrentIndex(max(0, self.device.findData(d.device)))
+        self.gpu_layers_all.setChecked(d.gpu_layers < 0)
+        self.gpu_layers.setValue(S2_PRO_SLOW_LAYERS)
+        for box, value in ((self.threads, d.threads), (self.top_k, d.top_k), (self.max_new_tokens, d.max_new_tokens),
+                           (self.seed, d.seed), (self.segment_max_chars, d.segment_max_chars),
+                           (self.pause_ms, d.pause_ms), (self.temperature, d.temperature), (self.top_p, d.top_p)):
+            box.setValue(value)
+        for check, value in ((self.seed_locked, d.seed_locked), (self.segmentation, d.segmentation_enabled),
+                             (self.trim_silence, d.trim_silence), (self.normalize, d.normalize),
+                             (self.dynamic_normalize, d.dynamic_normalize)):
+            check.setChecked(value)
+        self._update_layers_label()
+        return True
 
     def result_settings(self) -> AppSettings:
         s = self._original.copy()

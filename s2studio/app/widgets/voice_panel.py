@@ -39,7 +39,13 @@ from s2studio.app.audio_service import AudioService
 from s2studio.app.widgets.level_meter import LevelMeter
 from s2studio.app.widgets.waveform import WaveformView
 from s2studio.app.widgets.wrapping_label import WrappingLabel
-from s2studio.audio import CODEC_SAMPLE_RATE, SUPPORTED_EXTENSIONS, read_audio, validate_reference
+from s2studio.audio import (
+    CODEC_SAMPLE_RATE,
+    DEFAULT_MAX_REFERENCE_SECONDS,
+    SUPPORTED_EXTENSIONS,
+    read_audio,
+    validate_reference,
+)
 from s2studio.errors import S2Error
 from s2studio.engine.voices import VoiceLibrary
 
@@ -50,6 +56,10 @@ UNSAVED_REFERENCE = "__reference__"
 TRANSCRIPT_SUFFIXES = (".txt", ".lab")
 # Causes of the problems this panel reports (see Banner.dismiss).
 CLIP, TRANSCRIPT, VOICES = "clip", "transcript", "voices"
+# A clip longer than a reference may be is opened for trimming (the first 60 s selected), up to
+# this length; longer files are refused when opened (a whole audiobook is not a voice sample).
+MAX_TRIM_SOURCE_SECONDS = 15 * 60
+SHORT_REFERENCE_SECONDS = 3.0  # below this a clip is accepted with a warning (5-30 s recommended)
 # Answers to "a voice with this name exists".
 REPLACE, RENAME, CANCEL = "replace", "rename", "cancel"
 
@@ -80,6 +90,7 @@ class VoicePanel(QWidget):
     save_requested = Signal(object, str, str, object)  # samples (kept region), transcript, name, id to replace
     problem = Signal(str, str)  # message, cause
     problem_gone = Signal(str)  # cause
+    notice = Signal(str)  # advice, not an error: a clip to trim, a very short clip
 
     def __init__(self, library: VoiceLibrary, audio: AudioService, parent=None):
         super().__init__(parent)
@@ -300,12 +311,25 @@ class VoicePanel(QWidget):
     def load_reference_file(self, path: Path) -> bool:
         """Read a clip (validated, 44.1 kHz mono); fill the transcript from a .txt/.lab beside it."""
         try:
-            samples = read_audio(path)
+            samples = read_audio(path, max_seconds=MAX_TRIM_SOURCE_SECONDS)
         except S2Error as err:
             self.problem.emit(str(err), CLIP)
             return False
         self.set_reference(samples, path.name, transcript_beside(path), name=path.stem)
+        self._advise_on_length(len(samples) / CODEC_SAMPLE_RATE)
         return True
+
+    def _advise_on_length(self, seconds: float) -> None:
+        """Over 60 s: the waveform becomes the trim view with the first 60 s selected; under 3 s:
+        kept, with a warning (such a short clip rarely carries the voice well)."""
+        limit = DEFAULT_MAX_REFERENCE_SECONDS
+        if seconds > limit:
+            self.waveform.set_selection((0, int(limit * CODEC_SAMPLE_RATE)))
+            self.notice.emit(f"The clip is {seconds:.0f} s long; a reference can be at most {limit:g} s. The first "
+                             f"{limit:g} s are selected: drag on the waveform to keep another part (5–30 s works best).")
+        elif seconds < SHORT_REFERENCE_SECONDS:
+            self.notice.emit(f"The clip is only {seconds:.1f} s long; 5–30 s of clear speech is recommended, "
+                             "or the cloned voice may sound little like it.")
 
     def set_reference(self, samples: np.ndarray, label: str, transcript: str = "", name: str = "") -> None:
         """A new clip starts afresh: its own transcript ("" if none was found) and its own name —

@@ -1,0 +1,77 @@
+"""Speakers: one row per ``<|speaker:N|>`` of the script, each mapped to a saved voice.
+
+Hidden while the script has no speaker tags. A speaker left on "Voice panel's choice" is
+spoken in whatever the voice panel has selected; see app/dialogue.py for how a dialogue is made.
+The choices survive edits of the script (a speaker that disappears and comes back keeps its voice).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel
+
+from s2studio.app.dialogue import speakers_in
+
+PANEL_CHOICE = ""  # combo data: no saved voice, the voice panel's choice
+
+
+class SpeakerPanel(QGroupBox):
+    def __init__(self, library, parent=None):
+        super().__init__("Speakers", parent)
+        self.library = library
+        self.setToolTip("Each <|speaker:N|> of the script is spoken in the voice chosen here.")
+        self._form = QFormLayout(self)
+        self.combos: dict[int, QComboBox] = {}
+        self._chosen: dict[int, str] = {}  # speaker -> voice id, remembered across edits
+        self._speakers: list[int] = []
+        self._voices: list[tuple[str, str]] = []  # (id, name)
+        self.reload_voices()
+        self.setVisible(False)
+
+    def reload_voices(self) -> None:
+        """Read the saved voices again (one was saved, renamed, imported or deleted)."""
+        try:
+            self._voices = [(i.id, i.name) for i in self.library.list() if i.problem is None]
+        except OSError:
+            self._voices = []  # the voice panel reports an unreadable folder
+        known = {vid for vid, _ in self._voices}
+        self._chosen = {n: v for n, v in self._chosen.items() if v in known}
+        self._rebuild()
+
+    def update_script(self, text: str) -> None:
+        speakers = speakers_in(text)
+        if speakers != self._speakers:
+            self._speakers = speakers
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        while self._form.rowCount():
+            self._form.removeRow(0)
+        self.combos = {}
+        for n in self._speakers:
+            combo = QComboBox()
+            combo.addItem("Voice panel's choice", PANEL_CHOICE)
+            for vid, name in self._voices:
+                combo.addItem(name, vid)
+            combo.setCurrentIndex(max(0, combo.findData(self._chosen.get(n, PANEL_CHOICE))))
+            combo.currentIndexChanged.connect(lambda _i, n=n, c=combo: self._remember(n, c.currentData()))
+            self.combos[n] = combo
+            self._form.addRow(QLabel(f"Speaker {n}:"), combo)
+        self.setVisible(bool(self._speakers))
+
+    def _remember(self, speaker: int, voice_id: str) -> None:
+        if voice_id:
+            self._chosen[speaker] = voice_id
+        else:
+            self._chosen.pop(speaker, None)
+
+    def set_voice(self, speaker: int, voice_id: str) -> None:
+        combo = self.combos[speaker]
+        combo.setCurrentIndex(max(0, combo.findData(voice_id)))
+
+    def mapping(self) -> tuple[tuple[int, str], ...]:
+        """The script's speakers that have a saved voice: what a GenerateRequest carries."""
+        return tuple((n, self._chosen[n]) for n in self._speakers if n in self._chosen)
+
+    def label(self) -> str:
+        names = dict(self._voices)
+        return ", ".join(f"{n}: {names.get(v, v)}" for n, v in self.mapping())

@@ -1,0 +1,95 @@
+"""Speakers: the mapping panel follows the script's <|speaker:N|> tags, and a dialogue renders
+each speaker's turns with that speaker's saved voice as the reference (real tiny model)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from s2studio.app.dialogue import Turn, speakers_in, split_turns
+
+
+def _voice(library, name, seed):
+    codes = np.random.default_rng(seed).integers(0, 128, size=(10, 30), dtype=np.int32)
+    return library.save(None, codes, f"This is {name} speaking.", name=name, codebook_size=128), codes
+
+
+def test_turns_split_at_speaker_changes():
+    text = "Intro. <|speaker:0|>Hi. <|speaker:0|> Still me. <|speaker:1|>[laugh] Hello!<|speaker:2|>  <|speaker:0|>Bye."
+    assert speakers_in(text) == [0, 1, 2]
+    assert split_turns(text) == [Turn(None, "Intro."), Turn(0, "Hi. Still me."), Turn(1, "[laugh] Hello!"),
+                                 Turn(0, "Bye.")]
+    assert split_turns("No tags at all.") == [Turn(None, "No tags at all.")]
+
+
+def test_the_panel_appears_with_speaker_tags_and_keeps_the_choices(make_window, fast_settings):
+    window = make_window(fast_settings())
+    window.pages.setCurrentIndex(1)  # the studio page
+    a, _ = _voice(window.library, "Alice", 1)
+    window.speakers.reload_voices()
+    assert not window.speakers.isVisible()
+    window.editor.set_text("<|speaker:0|>Hello. <|speaker:1|>Hi!")
+    assert window.speakers.isVisible() and sorted(window.speakers.combos) == [0, 1]
+    assert window.speakers.combos[0].itemText(1) == "Alice"
+    window.speakers.set_voice(1, a.id)
+    assert window.speakers.mapping() == ((1, a.id),)
+    window.editor.set_text("No more tags.")
+    assert not window.speakers.isVisible() and window.speakers.mapping() == ()
+    window.editor.set_text("<|speaker:1|>Back again.")  # the speaker comes back with its voice
+    assert window.speakers.combos[1].currentData() == a.id and window.speakers.mapping() == ((1, a.id),)
+
+
+def test_a_dialogue_speaks_each_part_with_its_speakers_voice(make_window, fast_settings, tts_model, qtbot,
+                                                             monkeypatch):
+    import s2studio.engine.pipeline as pipeline_module
+
+    prompts = []
+    real_build = pipeline_module.build_prompt_for
+
+    def spy(tok, model, text, ref_codes, ref_text):
+        prompts.append((text, None if ref_codes is None else np.array(ref_codes), ref_text))
+        return real_build(tok, model, text, ref_codes, ref_text)
+
+    monkeypatch.setattr(pipeline_module, "build_prompt_for", spy)
+    window = make_window(fast_settings(tts_model, max_new_tokens=10, pause_ms=250))
+    a, codes_a = _voice(window.library, "Alice", 1)
+    b, codes_b = _voice(window.library, "Bob", 2)
+    window.speakers.reload_voices()
+    window.voice_panel.reload_voices()
+    window.editor.set_text("<|speaker:0|>Hello there. <|speaker:1|>Good morning!")
+    window.speakers.set_voice(0, a.id)
+    window.speakers.set_voice(1, b.id)
+    with qtbot.waitSignal(window.worker.finished, timeout=120_000) as finished:
+        window.generate()
+    qtbot.waitUntil(lambda: not window.generating, timeout=5000)
+    assert [p[0] for p in prompts] == ["Hello there.", "Good morning!"]
+    np.testing.assert_array_equal(prompts[0][1], codes_a)  # part 1: voice A's codes
+    np.testing.assert_array_equal(prompts[1][1], codes_b)  # part 2: voice B's codes
+    assert [p[2] for p in prompts] == ["This is Alice speaking.", "This is Bob speaking."]
+    result = finished.args[0].result
+    take = window.output.current
+    assert len(result.segments) == 2 and [s.text for s in result.segments] == ["Hello there.", "Good morning!"]
+    (s0, e0), (s1, e1) = take.segments
+    assert s0 == 0 and s1 - e0 == round(0.25 * 44100) and e1 == len(take.audio)  # joined with the pause
+    assert not take.audio[e0:s1].any()
+    assert result.codes.shape[1] == sum(s.codes.shape[1] for s in result.segments)
+    assert "Alice" in take.voice and "Bob" in take.voice
+
+
+def test_unmapped_speakers_use_the_voice_panels_choice(make_window, fast_settings, tts_model, qtbot, monkeypatch):
+    import s2studio.engine.pipeline as pipeline_module
+
+    refs = []
+    real_build = pipeline_module.build_prompt_for
+    monkeypatch.setattr(pipeline_module, "build_prompt_for",
+                        lambda tok, model, text, ref, rt: refs.append((text, rt)) or real_build(tok, model, text, ref, rt))
+    window = make_window(fast_settings(tts_model, max_new_tokens=6))
+    a, _ = _voice(window.library, "Alice", 1)
+    panel_voice, _ = _voice(window.library, "Narrator", 3)
+    window.speakers.reload_voices()
+    window.voice_panel.reload_voices()
+    window.voice_panel.select_voice(panel_voice.id)
+    window.editor.set_text("<|speaker:0|>One. <|speaker:1|>Two.")
+    window.speakers.set_voice(1, a.id)
+    with qtbot.waitSignal(window.worker.finished, timeout=120_000):
+        window.generate()
+    assert refs == [("One.", "This is Narrator speaking."), ("Two.", "This is Alice speaking.")]

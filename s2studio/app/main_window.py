@@ -333,10 +333,16 @@ class MainWindow(QMainWindow):
     def open_voice_library(self) -> VoiceLibraryDialog:
         dialog = VoiceLibraryDialog(self.library, self.audio, parent=self)
         dialog.changed.connect(self._on_voices_changed)
-        dialog.use_requested.connect(self.voice_panel.select_voice)
+        dialog.use_requested.connect(self._use_voice)
         dialog.open()  # window-modal, without a nested event loop
         self.library_dialog = dialog
         return dialog
+
+    def _use_voice(self, voice_id: str) -> None:
+        """The library's "Use this voice": listed afresh (the folder may have changed behind the
+        panel's back), then selected for the next take."""
+        self.voice_panel.reload_voices(voice_id)
+        self.speakers.reload_voices()
 
     def _on_voices_changed(self, select_id: str) -> None:
         current = self.voice_panel.current_item_key()

@@ -16,7 +16,10 @@ def write_clip(path, seconds: float):
     return path
 
 
-def test_a_too_long_clip_banner_goes_when_a_good_clip_is_opened(make_window, fast_settings, tts_model, tmp_path):
+def test_a_too_long_clip_banner_goes_when_a_good_clip_is_opened(make_window, fast_settings, tts_model, tmp_path,
+                                                                monkeypatch):
+    # over 60 s a clip opens for trimming; only past the trim limit is it refused
+    monkeypatch.setattr(vp, "MAX_TRIM_SOURCE_SECONDS", 65.0)
     window = make_window(fast_settings(tts_model))
     panel = window.voice_panel
     clips = iter([write_clip(tmp_path / "seventy.wav", 70.0), write_clip(tmp_path / "good.wav", 3.0)])
@@ -69,7 +72,8 @@ def test_a_bad_model_banner_goes_when_a_good_model_is_chosen(make_window, fast_s
     assert not window.error_banner.isVisible()
 
 
-def test_fixing_one_cause_leaves_another_causes_banner(make_window, fast_settings, tts_model, tmp_path):
+def test_fixing_one_cause_leaves_another_causes_banner(make_window, fast_settings, tts_model, tmp_path, monkeypatch):
+    monkeypatch.setattr(vp, "MAX_TRIM_SOURCE_SECONDS", 65.0)  # a 70 s clip is refused, not opened for trimming
     window = make_window(fast_settings(tts_model))
     window.voice_panel.ask_open_path = lambda: str(write_clip(tmp_path / "seventy.wav", 70.0))
     window.voice_panel.choose_file()

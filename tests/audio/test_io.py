@@ -429,7 +429,7 @@ def test_write_wav_rejects_bad_input(tmp_path):
     with pytest.raises(ValueError, match="mono"):
         audio.write_wav(tmp_path / "a.wav", np.zeros((10, 2), np.float32))
     with pytest.raises(ValueError, match="subtype"):
-        audio.write_wav(tmp_path / "a.wav", np.zeros(10, np.float32), subtype="PCM_24")
+        audio.write_wav(tmp_path / "a.wav", np.zeros(10, np.float32), subtype="PCM_U8")
     assert files_in(tmp_path) == []
 
 
@@ -529,3 +529,11 @@ def test_written_files_get_ordinary_permissions(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(os.stat(tmp_path / "perm.wav").st_mode) == 0o644
+
+
+def test_write_wav_24_bit_clips_instead_of_wrapping(tmp_path):
+    x = np.array([0.0, 0.5, 1.7, -2.0, -0.25], np.float32)
+    audio.write_wav(tmp_path / "a.wav", x, subtype="PCM_24")
+    data, rate = sf.read(tmp_path / "a.wav", dtype="float64")
+    assert sf.info(tmp_path / "a.wav").subtype == "PCM_24" and rate == 44100
+    np.testing.assert_allclose(data, np.clip(x, -1, 1), atol=2 ** -22)

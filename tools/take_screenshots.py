@@ -1,7 +1,11 @@
-"""Screenshots of the app's main states (first run, idle with a voice, generating, error) into
+"""Screenshots of the app's main states (first run, idle with a voice, generating, error, a
+dialogue with its speakers, the voice library, and the studio at 200 % scale) into
 docs/screenshots, from real xcb windows. Run on a virtual screen:
 
-    Xvfb :99 -screen 0 1280x800x24 &  DISPLAY=:99 python tools/take_screenshots.py
+    Xvfb :99 -screen 0 1280x800x24 &  DISPLAY=:99 python tools/take_screenshots.py [name ...]
+
+Names (default: all): first-run idle-with-voice generating error speakers voice-library high-dpi.
+"high-dpi" runs itself again with QT_SCALE_FACTOR=2 (the factor must be set before Qt starts).
 
 Needs Debian's xvfb and imagemagick (`import`); uses the tiny golden model, and temporary
 config/voice folders, so it never touches your own settings.
@@ -9,6 +13,13 @@ config/voice folders, so it never touches your own settings.
 import os, sys, shutil, subprocess, tempfile, time
 from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]; sys.path.insert(0, str(ROOT))
+ALL = ("first-run", "idle-with-voice", "generating", "error", "speakers", "voice-library", "high-dpi")
+WANTED = set(sys.argv[1:]) or set(ALL)
+if "high-dpi" in WANTED and os.environ.get("QT_SCALE_FACTOR") != "2":
+    subprocess.run([sys.executable, __file__, "high-dpi"], env={**os.environ, "QT_SCALE_FACTOR": "2"}, check=True)
+    WANTED.discard("high-dpi")
+    if not WANTED:
+        sys.exit(0)
 OUT = ROOT / "docs" / "screenshots"
 scratch = Path(tempfile.mkdtemp())
 for var in ("S2STUDIO_CONFIG_DIR", "S2STUDIO_LOG_DIR", "S2STUDIO_VOICES_DIR", "S2STUDIO_MODELS_DIR"):
@@ -48,41 +59,82 @@ def shot(window, name):
     subprocess.run(["import", "-window", hex(wid), str(OUT / name)], check=True)
     print("wrote", name)
 
+def save_voice(w, samples, transcript, name):
+    done = []
+    slot = lambda info: done.append(info)
+    host.worker.voice_saved.connect(slot)
+    w.submit_request.emit(SaveVoiceRequest(w.engine_config(), samples, transcript, name))
+    until(lambda: done)
+    host.worker.voice_saved.disconnect(slot)
+    wait(300)
+    return done[0]
+
+
 OUT.mkdir(parents=True, exist_ok=True)
-# 1. first run
-w = MainWindow(AppSettings(), host.worker); w.resize(1180, 760); w.show(); wait(800)
-shot(w, "first-run.png"); w.close()
-
-# 2. idle with a voice
-s = AppSettings(model_path=str(clone / "model.gguf"), codec_mode="cpu", max_new_tokens=160, seed=3, seed_locked=True)
-w = MainWindow(s, host.worker); w.resize(1180, 760); w.show(); wait(300)
+SCRIPT = ("Good evening, and welcome to the studio. [pause] Tonight we have a very special guest. "
+          "[excited] You won't believe who it is! [whisper] It's a secret until the end.")
+DIALOGUE = ("<|speaker:0|>Good evening, and welcome back to the show.\n"
+            "<|speaker:1|>Thanks for having me! [laugh] It's been a while.\n"
+            "<|speaker:0|>So, tell us about the new record.\n"
+            "<|speaker:1|>[whisper] It's a secret until the end.")
 ref = read_audio(ROOT / "tests/data/golden/clone_f32_qknorm/reference.wav")
-done = []
-host.worker.voice_saved.connect(lambda info: done.append(info))
-w.submit_request.emit(SaveVoiceRequest(w.engine_config(), ref, "The quick brown fox jumps over the lazy dog.", "Studio Narrator"))
-until(lambda: done)
-wait(300)
-w.voice_panel.reload_voices(done[0].id)
-w.voice_panel.set_reference(ref, "narrator-take2.wav", "The quick brown fox jumps over the lazy dog.")
-w.voice_panel.name_edit.setText("Narrator, take 2")
-w.voice_panel.waveform.set_selection((int(0.2 * 44100), int(1.7 * 44100)))
-w.voice_panel.select_voice(done[0].id)
-w.editor.set_text("Good evening, and welcome to the studio. [pause] Tonight we have a very special guest. "
-                  "[excited] You won't believe who it is! [whisper] It's a secret until the end.")
-wait(300)
-shot(w, "idle-with-voice.png")
+s = AppSettings(model_path=str(clone / "model.gguf"), codec_mode="cpu", max_new_tokens=160, seed=3, seed_locked=True)
 
-# 3. generating (a take is in flight)
-w.generate()
-until(lambda: w.output.waveform.duration_seconds > 2.0)
-shot(w, "generating.png")
-w.stop(); until(lambda: not w.generating)
-w.close()
+if "high-dpi" in WANTED:  # this process runs at QT_SCALE_FACTOR=2 (see the top)
+    w = MainWindow(s, host.worker); w.show(); wait(300)
+    voice = save_voice(w, ref, "The quick brown fox jumps over the lazy dog.", "Studio Narrator")
+    w.voice_panel.reload_voices(voice.id)
+    w.editor.set_text(SCRIPT)
+    wait(300)
+    shot(w, "high-dpi.png"); w.close()
+    host.shutdown(); sys.exit(0)
 
-# 4. error: a corrupt model file
-bad = scratch / "s2-pro-q8_0.gguf"; bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 64)
-w = MainWindow(AppSettings(model_path=str(bad), codec_mode="cpu"), host.worker); w.resize(1180, 760); w.show()
-w.editor.set_text("Hello! This is S2 Pro, running locally.")
-w.generate(); until(lambda: w.error_banner.isVisible()); wait(300)
-shot(w, "error.png"); w.close()
+if "first-run" in WANTED:
+    w = MainWindow(AppSettings(), host.worker); w.resize(1180, 760); w.show(); wait(800)
+    shot(w, "first-run.png"); w.close()
+
+if WANTED & {"idle-with-voice", "generating"}:
+    w = MainWindow(s, host.worker); w.resize(1180, 760); w.show(); wait(300)
+    voice = save_voice(w, ref, "The quick brown fox jumps over the lazy dog.", "Studio Narrator")
+    w.voice_panel.reload_voices(voice.id)
+    w.voice_panel.set_reference(ref, "narrator-take2.wav", "The quick brown fox jumps over the lazy dog.")
+    w.voice_panel.name_edit.setText("Narrator, take 2")
+    w.voice_panel.waveform.set_selection((int(0.2 * 44100), int(1.7 * 44100)))
+    w.voice_panel.select_voice(voice.id)
+    w.editor.set_text(SCRIPT)
+    wait(300)
+    shot(w, "idle-with-voice.png")
+    # a take in flight
+    w.generate()
+    until(lambda: w.output.waveform.duration_seconds > 2.0)
+    shot(w, "generating.png")
+    w.stop(); until(lambda: not w.generating)
+    w.close()
+
+if "error" in WANTED:  # a corrupt model file
+    bad = scratch / "s2-pro-q8_0.gguf"; bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 64)
+    w = MainWindow(AppSettings(model_path=str(bad), codec_mode="cpu"), host.worker); w.resize(1180, 760); w.show()
+    w.editor.set_text("Hello! This is S2 Pro, running locally.")
+    w.generate(); until(lambda: w.error_banner.isVisible()); wait(300)
+    shot(w, "error.png"); w.close()
+
+if WANTED & {"speakers", "voice-library"}:
+    w = MainWindow(s.copy(), host.worker); w.resize(1180, 760); w.show(); wait(300)
+    w.settings.max_new_tokens = 40
+    host_voice = save_voice(w, ref, "The quick brown fox jumps over the lazy dog.", "Evening Host")
+    guest = save_voice(w, ref[int(0.3 * 44100):], "brown fox jumps over the lazy dog.", "Guest Singer")
+    save_voice(w, ref[:int(1.8 * 44100)], "The quick brown fox.", "Radio Announcer")
+    w.voice_panel.reload_voices(host_voice.id)
+    w.speakers.reload_voices()
+    w.editor.set_text(DIALOGUE)
+    w.speakers.set_voice(0, host_voice.id)
+    w.speakers.set_voice(1, guest.id)
+    if "speakers" in WANTED:
+        w.generate(); until(lambda: not w.generating, timeout=300); wait(300)
+        shot(w, "speakers.png")
+    if "voice-library" in WANTED:
+        d = w.open_voice_library(); wait(300)
+        d.reload(guest.id); wait(300)
+        shot(d, "voice-library.png"); d.close()
+    w.close()
 host.shutdown()

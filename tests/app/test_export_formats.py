@@ -91,7 +91,7 @@ def test_every_sentence_of_a_real_take_as_numbered_files(make_window, fast_setti
     assert len(take.segments) == 3
     window.output.export_format = "wav24"
     window.output.ask_save_path = lambda suggestion: str(tmp_path / "scene.wav")
-    window.output.export_sentences_button.click()
+    window.output.export_sentences_action.trigger()
     files = sorted(tmp_path.glob("scene-*.wav"))
     assert [f.name for f in files] == ["scene-01.wav", "scene-02.wav", "scene-03.wav"]
     for f, (start, end) in zip(files, take.segments):

@@ -16,7 +16,10 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
+    QMenu,
     QPushButton,
+    QSizePolicy,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -86,17 +89,23 @@ class OutputPanel(QWidget):
         # one width for every text it shows ("0:01.2 generated" is wider than "0:00.0 / 0:01.2"): a
         # label that changes width moves the buttons beside it and can widen a narrow window
         self.time_label.setMinimumWidth(self.time_label.fontMetrics().horizontalAdvance("00:00.0 / 00:00.0") + 8)
-        self.export_button = QPushButton("Export…")
-        self.export_button.setToolTip("Save the take as WAV (16/24-bit or 32-bit float), FLAC, MP3 or OGG (Ctrl+S)")
+        # One button, its arrow offering the per-sentence export: a second button would widen the
+        # panel's minimum and make the window scroll sideways at 200 % scaling.
+        self.export_button = QToolButton()
+        self.export_button.setText("Export…")
+        self.export_button.setToolTip("Save the take as WAV (16/24-bit or 32-bit float), FLAC, MP3 or OGG (Ctrl+S); "
+                                      "the arrow: each sentence as its own numbered file")
+        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
+        self.export_button.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Fixed)
         self.export_button.clicked.connect(self.export_current)
-        self.export_sentences_button = QPushButton("Export sentences…")
-        self.export_sentences_button.setToolTip("Save each sentence of the take as its own numbered file "
-                                                "(name-01.wav, name-02.wav, …)")
-        self.export_sentences_button.clicked.connect(self.export_sentences_current)
+        export_menu = QMenu(self.export_button)
+        export_menu.addAction("Export take…", self.export_current)
+        self.export_sentences_action = export_menu.addAction("Export sentences… (name-01, name-02, …)",
+                                                             self.export_sentences_current)
+        self.export_button.setMenu(export_menu)
         row.addWidget(self.play_button)
         row.addWidget(self.time_label)
         row.addStretch(1)
-        row.addWidget(self.export_sentences_button)
         row.addWidget(self.export_button)
         layout.addLayout(row)
         history_box = QGroupBox("This session's takes")
@@ -220,7 +229,7 @@ class OutputPanel(QWidget):
         has = self.current is not None
         self.play_button.setEnabled(has and self.audio.status.can_play and not generating)
         self.export_button.setEnabled(has and not generating)
-        self.export_sentences_button.setEnabled(has and not generating)
+        self.export_sentences_action.setEnabled(has and not generating)
         self.replay_button.setEnabled(bool(self.takes) and self.audio.status.can_play)
         self.reexport_button.setEnabled(bool(self.takes))
 

@@ -53,10 +53,10 @@ from s2studio.app.server_engine import ApiKeyStore
 from s2studio.app.widgets.settings_dialog import SettingsDialog
 from s2studio.app.widgets.speaker_panel import SpeakerPanel
 from s2studio.app.widgets.voice_library_dialog import VoiceLibraryDialog
-from s2studio.app.widgets.voice_panel import TRANSCRIPT, VoicePanel
+from s2studio.app.widgets.voice_panel import CLIP, TRANSCRIPT, VoicePanel
 from s2studio.app.widgets.welcome import WelcomePage
 from s2studio.app.worker import InferenceWorker
-from s2studio.audio import SUPPORTED_EXTENSIONS
+from s2studio.audio import CODEC_SAMPLE_RATE, DEFAULT_MAX_REFERENCE_SECONDS, SUPPORTED_EXTENSIONS
 from s2studio.engine.voices import VoiceLibrary
 
 log = logging.getLogger(__name__)
@@ -209,6 +209,7 @@ class MainWindow(QMainWindow):
         self.voice_panel.problem.connect(self.show_problem)
         self.voice_panel.problem_gone.connect(self.error_banner.dismiss)
         self.voice_panel.notice.connect(self.show_notice)
+        self.voice_panel.library_requested.connect(self.open_voice_library)
         splitter.addWidget(self.voice_panel)
         right = QWidget()
         rl = QVBoxLayout(right)
@@ -218,6 +219,7 @@ class MainWindow(QMainWindow):
         rl.addWidget(self.editor, 3)
         self.speakers = SpeakerPanel(self.library)  # shown while the script has <|speaker:N|> tags
         self.editor.text_changed.connect(lambda: self.speakers.update_script(self.editor.text()))
+        self.speakers.rows_changed.connect(self._order_speaker_combos)
         rl.addWidget(self.speakers)
         self.generate_bar = GenerateBar()
         self.generate_bar.button.clicked.connect(self.generate_or_stop)
@@ -282,8 +284,18 @@ class MainWindow(QMainWindow):
         vp, out = self.voice_panel, self.output
         chain = [self.editor.edit, *self.editor.tag_buttons.values(), self.generate_bar.button,
                  out.play_button, out.export_button, out.history, out.replay_button,
-                 out.reexport_button, vp.voice_list, vp.rename_button, vp.delete_button, vp.open_button,
+                 out.reexport_button, vp.voice_list, vp.rename_button, vp.delete_button, vp.library_button,
+                 vp.open_button,
                  vp.record_button, vp.waveform, vp.play_button, vp.transcript, vp.name_edit, vp.save_button]
+        for first, second in zip(chain, chain[1:]):
+            QWidget.setTabOrder(first, second)
+
+    def _order_speaker_combos(self) -> None:
+        """Tab goes from the script through the speakers' voices to Generate."""
+        if not hasattr(self, "generate_bar"):
+            return  # still being built: _build_tab_order comes later
+        last_tag = list(self.editor.tag_buttons.values())[-1] if self.editor.tag_buttons else self.editor.edit
+        chain = [last_tag, *self.speakers.combos.values(), self.generate_bar.button]
         for first, second in zip(chain, chain[1:]):
             QWidget.setTabOrder(first, second)
 
@@ -434,6 +446,12 @@ class MainWindow(QMainWindow):
         if choice.kind == "reference" and not choice.transcript:
             self.show_problem("The reference clip needs its transcript: type exactly what is said in it.",
                               TRANSCRIPT)
+            return None
+        if choice.kind == "reference" and len(choice.samples) > DEFAULT_MAX_REFERENCE_SECONDS * CODEC_SAMPLE_RATE:
+            # a long clip opens for trimming: the part kept must still fit
+            self.show_problem(f"The part of the reference clip kept is {len(choice.samples) / CODEC_SAMPLE_RATE:.1f} s; "
+                              f"at most {DEFAULT_MAX_REFERENCE_SECONDS:g} s can be used. Drag on its waveform to keep "
+                              "less (5–30 s works best).", CLIP)
             return None
         s = self.settings
         speakers = self.speakers.mapping()  # empty unless the script has mapped speaker tags

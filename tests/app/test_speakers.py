@@ -93,3 +93,23 @@ def test_unmapped_speakers_use_the_voice_panels_choice(make_window, fast_setting
     with qtbot.waitSignal(window.worker.finished, timeout=120_000):
         window.generate()
     assert refs == [("One.", "This is Narrator speaking."), ("Two.", "This is Alice speaking.")]
+
+
+def _next_tab_stop(widget):
+    """Where Tab goes from ``widget``: the next widget in the focus chain that takes Tab focus."""
+    from PySide6.QtCore import Qt
+
+    w = widget.nextInFocusChain()
+    while not (w.focusPolicy() & Qt.FocusPolicy.TabFocus and w.isVisible() and w.isEnabled()):
+        w = w.nextInFocusChain()
+    return w
+
+
+def test_tab_goes_from_the_script_through_the_speakers_to_generate(make_window, fast_settings):
+    window = make_window(fast_settings())
+    window.pages.setCurrentIndex(1)
+    window.editor.set_text("<|speaker:0|>Hi. <|speaker:1|>Hello.")
+    last_tag = list(window.editor.tag_buttons.values())[-1]
+    assert _next_tab_stop(last_tag) is window.speakers.combos[0]
+    assert _next_tab_stop(window.speakers.combos[0]) is window.speakers.combos[1]
+    assert _next_tab_stop(window.speakers.combos[1]) is window.generate_bar.button

@@ -115,3 +115,26 @@ def test_a_long_clip_opens_for_trimming_and_a_short_one_is_kept_with_a_warning(m
     sf.write(huge, np.full(16 * 60 * 8000, 0.1, np.float32), 8000, subtype="PCM_16")
     assert not panel.load_reference_file(huge)
     assert window.error_banner.isVisible() and "audiobook.wav" in window.error_banner.text
+
+
+def test_a_kept_part_over_60_s_is_refused_until_trimmed(make_window, fast_settings, tts_model, tmp_path, qtbot):
+    window = make_window(fast_settings(tts_model))
+    panel = window.voice_panel
+    clip = tmp_path / "interview.wav"
+    sf.write(clip, _tone(70), 44100, subtype="PCM_16")
+    assert panel.load_reference_file(clip)
+    panel.transcript.setPlainText("A long interview.")
+    panel.waveform.set_selection(None)  # the whole 70 s again
+    window.editor.set_text("Hello.")
+    window.generate()
+    assert not window.generating and "70.0 s" in window.error_banner.text and "at most 60 s" in window.error_banner.text
+    panel.waveform.set_selection((0, 10 * 44100))
+    assert not window.error_banner.isVisible()  # trimmed: the cause has gone
+    with qtbot.waitSignal(window.worker.finished, timeout=120_000):
+        window.generate()
+
+
+def test_the_panels_library_button_opens_the_library(make_window, fast_settings):
+    window = _library_window(make_window, fast_settings)
+    window.voice_panel.library_button.click()
+    assert window.library_dialog.isVisible()

@@ -7,6 +7,7 @@ The choices survive edits of the script (a speaker that disappears and comes bac
 
 from __future__ import annotations
 
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel
 
 from s2studio.app.dialogue import speakers_in
@@ -15,6 +16,8 @@ PANEL_CHOICE = ""  # combo data: no saved voice, the voice panel's choice
 
 
 class SpeakerPanel(QGroupBox):
+    rows_changed = Signal()  # the combos were rebuilt (the window puts them in the tab order)
+
     def __init__(self, library, parent=None):
         super().__init__("Speakers", parent)
         self.library = library
@@ -57,6 +60,7 @@ class SpeakerPanel(QGroupBox):
             self.combos[n] = combo
             self._form.addRow(QLabel(f"Speaker {n}:"), combo)
         self.setVisible(bool(self._speakers))
+        self.rows_changed.emit()
 
     def _remember(self, speaker: int, voice_id: str) -> None:
         if voice_id:

@@ -91,6 +91,7 @@ class VoicePanel(QWidget):
     problem = Signal(str, str)  # message, cause
     problem_gone = Signal(str)  # cause
     notice = Signal(str)  # advice, not an error: a clip to trim, a very short clip
+    library_requested = Signal()  # "Library…": the window opens the voice library
 
     def __init__(self, library: VoiceLibrary, audio: AudioService, parent=None):
         super().__init__(parent)
@@ -111,9 +112,13 @@ class VoicePanel(QWidget):
         self.rename_button.clicked.connect(self.rename_selected)
         self.delete_button = QPushButton("Delete")
         self.delete_button.clicked.connect(self.delete_selected)
+        self.library_button = QPushButton("Library…")
+        self.library_button.setToolTip("Search, preview, import and export voices (Voices ▸ Voice library…)")
+        self.library_button.clicked.connect(self.library_requested)
         row.addWidget(self.rename_button)
         row.addWidget(self.delete_button)
         row.addStretch(1)
+        row.addWidget(self.library_button)
         vb.addLayout(row)
         layout.addWidget(voices_box, 2)
 
@@ -362,6 +367,8 @@ class VoicePanel(QWidget):
             return
         total = len(self._reference) / CODEC_SAMPLE_RATE
         kept = len(self.kept_region()) / CODEC_SAMPLE_RATE
+        if kept <= DEFAULT_MAX_REFERENCE_SECONDS:
+            self.problem_gone.emit(CLIP)  # e.g. "the part kept is too long": trimmed now
         self.region_label.setText(f"Keeping {kept:.1f} s of {total:.1f} s")
         self.region_label.setToolTip(self.waveform.toolTip())
 

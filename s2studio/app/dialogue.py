@@ -13,6 +13,7 @@ Text before the first tag, and speakers mapped to no saved voice, use the voice 
 from __future__ import annotations
 
 import dataclasses
+import random
 import re
 import threading
 from dataclasses import dataclass
@@ -77,6 +78,11 @@ class DialogueJob:
     """Synthesises the turns one after another on ``engine`` (a Pipeline or RemoteEngine)."""
 
     def __init__(self, engine, base: SynthesisRequest, voices: dict[int, str]):
+        if base.generation.seed is None:
+            # One seed for the whole dialogue (each turn would otherwise draw its own), so the seed
+            # the history shows, locked, makes the same dialogue again.
+            seed = random.SystemRandom().randrange(2**63)
+            base = dataclasses.replace(base, generation=dataclasses.replace(base.generation, seed=seed))
         self._engine = engine
         self._cancel = threading.Event()
         self._current = None  # the turn's SynthesisJob running now

@@ -113,3 +113,24 @@ def test_tab_goes_from_the_script_through_the_speakers_to_generate(make_window, 
     assert _next_tab_stop(last_tag) is window.speakers.combos[0]
     assert _next_tab_stop(window.speakers.combos[0]) is window.speakers.combos[1]
     assert _next_tab_stop(window.speakers.combos[1]) is window.generate_bar.button
+
+
+def test_an_unlocked_dialogue_has_one_seed_that_makes_it_again(make_window, fast_settings, tts_model, qtbot):
+    window = make_window(fast_settings(tts_model, max_new_tokens=6, seed_locked=False))
+    a, _ = _voice(window.library, "Alice", 1)
+    b, _ = _voice(window.library, "Bob", 2)
+    window.speakers.reload_voices()
+    window.editor.set_text("<|speaker:0|>One. <|speaker:1|>Two.")
+    window.speakers.set_voice(0, a.id)
+    window.speakers.set_voice(1, b.id)
+    with qtbot.waitSignal(window.worker.finished, timeout=120_000) as first:
+        window.generate()
+    qtbot.waitUntil(lambda: not window.generating, timeout=5000)
+    result = first.args[0].result
+    assert [s.seed for s in result.segments] == [result.seed, result.seed]
+    s = window.settings.copy()
+    s.seed, s.seed_locked = result.seed, True
+    window.apply_settings(s)
+    with qtbot.waitSignal(window.worker.finished, timeout=120_000) as again:
+        window.generate()
+    np.testing.assert_array_equal(again.args[0].result.codes, result.codes)

@@ -134,3 +134,26 @@ def test_an_unlocked_dialogue_has_one_seed_that_makes_it_again(make_window, fast
     with qtbot.waitSignal(window.worker.finished, timeout=120_000) as again:
         window.generate()
     np.testing.assert_array_equal(again.args[0].result.codes, result.codes)
+
+
+def test_stop_during_the_second_speaker_keeps_what_was_made(make_window, fast_settings, tts_model, qtbot):
+    # seed 1 runs a sentence past 40 frames on the tiny model (see test_stop_cancels_within_a_second)
+    window = make_window(fast_settings(tts_model, max_new_tokens=400, seed=1))
+    a, _ = _voice(window.library, "Alice", 1)
+    b, _ = _voice(window.library, "Bob", 2)
+    window.speakers.reload_voices()
+    window.editor.set_text("<|speaker:0|>Hi. <|speaker:1|>A long sentence that would take a while to speak "
+                           "on this machine.")
+    window.speakers.set_voice(0, a.id)
+    window.speakers.set_voice(1, b.id)
+    seen = []
+    window.worker.progress.connect(lambda p: seen.append((p.segment, p.segment_count)))
+    window.generate()
+    qtbot.waitUntil(lambda: any(s == 2 for s, _ in seen) or not window.generating, timeout=120_000)
+    assert window.generating and seen[-1][1] == 2, "the dialogue ended before its second turn"
+    with qtbot.waitSignal(window.worker.cancelled, timeout=10_000):
+        window.stop_action.trigger()
+    qtbot.waitUntil(lambda: not window.generating and window.output.history.count() == 1, timeout=5000)
+    take = window.output.current
+    assert take.stopped and len(take.segments) == 2
+    assert take.segments[1][0] > take.segments[0][1]  # the second turn's audio after the pause

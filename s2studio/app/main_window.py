@@ -449,7 +449,8 @@ class MainWindow(QMainWindow):
             return None
         if choice.kind == "reference" and len(choice.samples) > DEFAULT_MAX_REFERENCE_SECONDS * CODEC_SAMPLE_RATE:
             # a long clip opens for trimming: the part kept must still fit
-            self.show_problem(f"The part of the reference clip kept is {len(choice.samples) / CODEC_SAMPLE_RATE:.1f} s; "
+            kept = len(choice.samples) / CODEC_SAMPLE_RATE
+            self.show_problem(f"The part of the reference clip kept is {kept:.1f} s; "
                               f"at most {DEFAULT_MAX_REFERENCE_SECONDS:g} s can be used. Drag on its waveform to keep "
                               "less (5–30 s works best).", CLIP)
             return None

@@ -80,8 +80,12 @@ def test_unmapped_speakers_use_the_voice_panels_choice(make_window, fast_setting
 
     refs = []
     real_build = pipeline_module.build_prompt_for
-    monkeypatch.setattr(pipeline_module, "build_prompt_for",
-                        lambda tok, model, text, ref, rt: refs.append((text, rt)) or real_build(tok, model, text, ref, rt))
+
+    def spy(tok, model, text, ref, rt):
+        refs.append((text, rt))
+        return real_build(tok, model, text, ref, rt)
+
+    monkeypatch.setattr(pipeline_module, "build_prompt_for", spy)
     window = make_window(fast_settings(tts_model, max_new_tokens=6))
     a, _ = _voice(window.library, "Alice", 1)
     panel_voice, _ = _voice(window.library, "Narrator", 3)

@@ -131,7 +131,8 @@ class VoiceLibraryDialog(QDialog):
         for info in self.infos:
             if not matches(info, query):
                 continue
-            text = f"{info.name}  ·  {info.duration_seconds:.1f} s" if info.problem is None else f"{info.name} (unusable)"
+            text = (f"{info.name}  ·  {info.duration_seconds:.1f} s" if info.problem is None
+                    else f"{info.name} (unusable)")
             item = QListWidgetItem(text)
             item.setData(Qt.ItemDataRole.UserRole, info.id)
             item.setToolTip(info.problem or info.transcript)

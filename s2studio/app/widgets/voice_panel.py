@@ -331,7 +331,8 @@ class VoicePanel(QWidget):
         if seconds > limit:
             self.waveform.set_selection((0, int(limit * CODEC_SAMPLE_RATE)))
             self.notice.emit(f"The clip is {seconds:.0f} s long; a reference can be at most {limit:g} s. The first "
-                             f"{limit:g} s are selected: drag on the waveform to keep another part (5–30 s works best).")
+                             f"{limit:g} s are selected: drag on the waveform to keep another part "
+                             "(5–30 s works best).")
         elif seconds < SHORT_REFERENCE_SECONDS:
             self.notice.emit(f"The clip is only {seconds:.1f} s long; 5–30 s of clear speech is recommended, "
                              "or the cloned voice may sound little like it.")

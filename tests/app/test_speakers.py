@@ -24,8 +24,12 @@ def test_turns_split_at_speaker_changes():
 def test_the_panel_appears_with_speaker_tags_and_keeps_the_choices(make_window, fast_settings):
     window = make_window(fast_settings())
     window.pages.setCurrentIndex(1)  # the studio page
+    window.editor.set_text("<|speaker:0|>Hello.")
+    assert window.speakers.hint_shown  # no saved voice to choose: it says how to make one
     a, _ = _voice(window.library, "Alice", 1)
     window.speakers.reload_voices()
+    assert not window.speakers.hint_shown
+    window.editor.set_text("")
     assert not window.speakers.isVisible()
     window.editor.set_text("<|speaker:0|>Hello. <|speaker:1|>Hi!")
     assert window.speakers.isVisible() and sorted(window.speakers.combos) == [0, 1]

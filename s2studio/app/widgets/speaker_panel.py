@@ -26,6 +26,7 @@ class SpeakerPanel(QGroupBox):
         self.combos: dict[int, QComboBox] = {}
         self._chosen: dict[int, str] = {}  # speaker -> voice id, remembered across edits
         self._speakers: list[int] = []
+        self.hint_shown = False  # "no saved voices yet"
         self._voices: list[tuple[str, str]] = []  # (id, name)
         self.reload_voices()
         self.setVisible(False)
@@ -59,6 +60,12 @@ class SpeakerPanel(QGroupBox):
             combo.currentIndexChanged.connect(lambda _i, n=n, c=combo: self._remember(n, c.currentData()))
             self.combos[n] = combo
             self._form.addRow(QLabel(f"Speaker {n}:"), combo)
+        if self._speakers and not self._voices:
+            hint = QLabel("No saved voices yet: save one from a reference clip (left) to give each speaker "
+                          "a voice of its own.")
+            hint.setWordWrap(True)
+            self._form.addRow(hint)
+        self.hint_shown = bool(self._speakers and not self._voices)
         self.setVisible(bool(self._speakers))
         self.rows_changed.emit()
 

@@ -84,6 +84,8 @@ def with_extension(path: str, fmt: ExportFormat) -> str:
 
 _SPEAKER_OR_TAG = re.compile(r"<\|[^|]*\|>|\[[^\]]*\]")  # <|speaker:0|>, [laugh]: not words of the name
 _NOT_NAME_CHARS = re.compile(r"[^\w]+", re.UNICODE)
+_WINDOWS_RESERVED = frozenset(["CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)),
+                               *(f"LPT{i}" for i in range(1, 10))])
 
 
 def default_file_name(text: str, extension: str = ".wav") -> str:
@@ -93,6 +95,8 @@ def default_file_name(text: str, extension: str = ".wav") -> str:
     plain = unicodedata.normalize("NFC", _SPEAKER_OR_TAG.sub(" ", text or ""))
     words = [w for w in _NOT_NAME_CHARS.split(plain.casefold()) if w and w != "_"]
     stem = "-".join(words[:MAX_NAME_WORDS])[:MAX_NAME_CHARS].strip("-_")
+    if stem.upper() in _WINDOWS_RESERVED:  # "con.wav" cannot be created on Windows
+        stem = f"{FALLBACK_NAME}-{stem}"
     return (stem or FALLBACK_NAME) + extension
 
 

@@ -73,6 +73,7 @@ def test_default_file_name_is_the_scripts_first_words(make_window, fast_settings
     assert export.default_file_name("<|speaker:0|>[laugh] Ça va? 你好", ".flac") == "ça-va-你好.flac"
     assert export.default_file_name("  ?!/\\:*  ") == "s2studio-take.wav"
     assert export.default_file_name("../../etc/passwd") == "etc-passwd.wav"
+    assert export.default_file_name("Con.") == "s2studio-take-con.wav"  # a reserved name on Windows
     window = make_window(fast_settings())
     window.output.last_export_dir = str(tmp_path)
     offered = []

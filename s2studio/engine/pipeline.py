@@ -81,6 +81,9 @@ class SynthesisRequest:
     generation: GenerationParams = GenerationParams()  # its seed is the take's base seed
     segmentation: Segmentation = Segmentation()
     only_segments: tuple[int, ...] | None = None  # regenerate just these segments of the text
+    # An explicit seed for some segments (index -> seed) instead of the one derived from the base
+    # seed: a studio regenerates one sentence with a fresh seed, or replays a kept version's seed.
+    segment_seeds: dict[int, int] | None = None
     postprocess: PostProcess = PostProcess()
     stream_stride: int = 4  # frames per streamed chunk (4 ≈ 186 ms, as s2.cpp's server)
 
@@ -107,6 +110,9 @@ class SegmentResult:
     stop_reason: str
     start_sample: int  # where this segment's speech starts in the take's audio
     end_sample: int
+    # The segment's own audio (after the per-segment trim, before the whole take's
+    # post-processing): what a studio keeps to re-assemble a take from sentence versions.
+    audio: np.ndarray | None = None
 
 
 @dataclass
@@ -145,6 +151,9 @@ class SynthesisResult:
     stop_reason: str  # of the last segment run: "end" | "max_tokens" | "cancelled"
     segments: list[SegmentResult] = field(default_factory=list)
     timings: Timings = field(default_factory=Timings)
+    # every segment the text was spoken in (engine.text.segmentation.Segment), generated this time
+    # or not: what ``only_segments`` indices refer to
+    all_segments: list = field(default_factory=list)
 
     @property
     def cancelled(self) -> bool:
@@ -310,14 +319,9 @@ class Pipeline:
         return self.codec.sample_rate
 
     def segments_of(self, request: "SynthesisRequest") -> list:
-        """The segments the request's text will be spoken in (with their seeds)."""
-        from s2studio.engine.text.segmentation import Segment, split_text
-
-        seg = request.segmentation
-        if not seg.enabled:
-            return [Segment(0, request.text, None, 0, request.generation.seed)]
-        return split_text(request.text, max_chars=seg.max_chars, mode=seg.mode, pause_ms=seg.pause_ms,
-                          seed=request.generation.seed)
+        """The segments the request's text will be spoken in (with their seeds), before any
+        re-split to fit the model's context (see ``_segments_fitting_context``)."""
+        return split_request_text(request.text, request.segmentation, request.generation.seed)
 
     # ---- synthesis ------------------------------------------------------------------------
     def encode_reference(self, samples: np.ndarray) -> np.ndarray:
@@ -385,6 +389,8 @@ class Pipeline:
                 stop_reason = "cancelled"
                 break
             seed = base_seed if not segmented else derive_seed(base_seed, seg.index)
+            if request.segment_seeds and seg.index in request.segment_seeds:
+                seed = int(request.segment_seeds[seg.index])
             params = dataclasses.replace(request.generation, seed=seed)
             stats = GenerationStats()
             decoder = codec.stream_decoder()
@@ -417,7 +423,8 @@ class Pipeline:
             start = sum(len(a) for a in take)
             take.append(audio)
             codes = np.stack(frames, axis=1) if frames else np.zeros((model.cfg.num_codebooks, 0), np.int32)
-            results.append(SegmentResult(seg.index, seg.text, seed, codes, stop_reason, start, start + len(audio)))
+            results.append(SegmentResult(seg.index, seg.text, seed, codes, stop_reason, start, start + len(audio),
+                                         audio))
             if stop_reason == "cancelled":
                 break
             pause = int(round(seg.pause_after_ms * codec.sample_rate / 1000)) if seg.index < n_seg - 1 else 0
@@ -439,7 +446,7 @@ class Pipeline:
         all_codes = np.concatenate([r.codes for r in results], axis=1) if results else \
             np.zeros((model.cfg.num_codebooks, 0), np.int32)
         job.result = SynthesisResult(audio.astype(np.float32, copy=False), codec.sample_rate, all_codes,
-                                     base_seed, stop_reason, results, timings)
+                                     base_seed, stop_reason, results, timings, list(segments))
         log.info("synthesized %.2f s of audio (%d segment(s)) in %.2f s: %d frames, %.0f ms/frame, "
                  "prefill %.2f s, codec %.2f s, seed %d, %s", timings.audio_s, len(results), timings.total_s,
                  timings.frames, timings.ms_per_frame, timings.prefill_s, timings.decode_s, base_seed,
@@ -552,6 +559,9 @@ def check_request(request: SynthesisRequest) -> None:
     if request.only_segments is not None:
         for i in request.only_segments:
             check("only_segments", i)
+    for index, seed in (request.segment_seeds or {}).items():
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise InputError(f"segment_seeds[{index}] must be a whole number from 0 to 2**63-1, not {seed!r}.")
     request.generation.validated()
     has_ref = request.reference_audio is not None or request.reference_codes is not None
     if request.voice is not None and has_ref:
@@ -566,6 +576,19 @@ def check_request(request: SynthesisRequest) -> None:
         if len(shape) != 2:
             raise InputError(f"reference_codes must be a [codebooks, frames] array, not shape {shape}.")
         check("reference_frames", int(shape[1]), label="reference_codes (frames)")
+
+
+def split_request_text(text: str, segmentation: Segmentation, seed: int | None = None) -> list:
+    """The segments ``text`` is spoken in under ``segmentation`` (``Segment``: index, text,
+    speaker, pause after, seed): the pipeline's split, torch-free, so a UI can show a script as
+    the sentences it will be generated in. (A text too long for the model's context is split
+    further when spoken; ``SynthesisResult.all_segments`` has the segments really used.)"""
+    from s2studio.engine.text.segmentation import Segment, split_text
+
+    if not segmentation.enabled:
+        return [Segment(0, text, None, 0, seed)]
+    return split_text(text, max_chars=segmentation.max_chars, mode=segmentation.mode,
+                      pause_ms=segmentation.pause_ms, seed=seed)
 
 
 def build_prompt_for(tok, model, text: str, ref_codes, ref_text) -> np.ndarray:

@@ -264,6 +264,8 @@ class RemoteEngine:
                 stop_reason = "cancelled"
                 break
             seed = base_seed if not request.segmentation.enabled else derive_segment_seed(base_seed, seg.index)
+            if request.segment_seeds and seg.index in request.segment_seeds:
+                seed = int(request.segment_seeds[seg.index])
             fetch = SegmentFetch(self, request, reference, seg.text, seed, job, take_seconds=lambda: sum(
                 len(a) for a in take) / sample_rate)
             pieces: list[np.ndarray] = []

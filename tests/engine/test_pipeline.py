@@ -225,3 +225,24 @@ def test_voice_from_library(tmp_path):
     with pytest.raises(InputError, match="not both"):
         p.synthesize(golden_request("clone_f32_qknorm", voice=info.id, reference_codes=np.zeros((10, 2), np.int32),
                                     reference_text="x"))
+
+
+def test_segment_seeds_regenerate_one_segment_with_its_own_seed(tts):
+    """A studio regenerates one sentence with a fresh seed, and can replay that version exactly;
+    each segment result carries its own audio for re-assembling the take."""
+    from s2studio.engine.pipeline import Segmentation, split_request_text
+
+    seg = Segmentation(enabled=True, pause_ms=50)
+    req = SynthesisRequest(text="One here. Two there. Three now.", segmentation=seg,
+                           generation=GenerationParams(max_new_tokens=4, temperature=0.8, seed=5))
+    assert [s.text for s in split_request_text(req.text, seg, 5)] == [s.text for s in tts.segments_of(req)]
+    full = tts.synthesize(req).run_to_end()
+    assert [s.text for s in full.all_segments] == ["One here.", "Two there.", "Three now."]
+    for s in full.segments:
+        np.testing.assert_array_equal(s.audio, full.audio[s.start_sample:s.end_sample])
+    fresh = tts.synthesize(dataclass_replace(req, only_segments=(1,), segment_seeds={1: 123})).run_to_end()
+    assert [s.seed for s in fresh.segments] == [123] and len(fresh.all_segments) == 3
+    again = tts.synthesize(dataclass_replace(req, only_segments=(1,), segment_seeds={1: 123})).run_to_end()
+    np.testing.assert_array_equal(again.segments[0].codes, fresh.segments[0].codes)
+    with pytest.raises(InputError, match=r"segment_seeds\[1\]"):
+        tts.synthesize(dataclass_replace(req, segment_seeds={1: -1}))

@@ -44,10 +44,13 @@ from s2studio.app.requests import (
     generation_params,
 )
 from s2studio.app.settings import MAX_RECENT_SCRIPTS, AppSettings, save_settings
-from s2studio.engine.pipeline import EngineSettings
+from s2studio.engine.pipeline import EngineSettings, Segmentation, split_request_text
 from s2studio.app.widgets.error_banner import Banner
 from s2studio.app.widgets.output_panel import OutputPanel, Take
+from s2studio.app.progress_eta import EtaEstimator
+from s2studio.app.takes_controller import TakesController
 from s2studio.app.widgets.progress_bar import GenerateBar
+from s2studio.app.widgets.segments_view import SegmentsView
 from s2studio.app.widgets.script_editor import ScriptEditor, estimated_seconds
 from s2studio.app.server_engine import ApiKeyStore
 from s2studio.app.widgets.settings_dialog import SettingsDialog
@@ -158,7 +161,7 @@ class MainWindow(QMainWindow):
         self.request_devices.connect(worker.query_devices, Qt.ConnectionType.QueuedConnection)
         worker.loading.connect(self._on_loading)
         worker.loaded.connect(self._on_loaded)
-        worker.progress.connect(self.generate_bar.show_progress)
+        worker.progress.connect(self._on_progress)
         worker.chunk.connect(self._on_chunk)
         worker.finished.connect(self._on_finished)
         worker.voice_saved.connect(self._on_voice_saved)
@@ -170,6 +173,15 @@ class MainWindow(QMainWindow):
         self.audio.problem.connect(self.show_notice)
         self._drop_catcher = _DropCatcher(self)
         QApplication.instance().installEventFilter(self._drop_catcher)
+        # The takes model (app/takes_controller.py): the autosaved project, the sentence view.
+        self._live_output = True  # False while sentences of a take are regenerated
+        self._eta: EtaEstimator | None = None
+        self.takes = TakesController(self)
+        self.takes.restore()
+        if self.segments_view.take is None:
+            self.takes.show_script_preview()
+        self.editor.text_changed.connect(lambda: self.takes.script_changed(self.editor.text()))
+        self._restore_window_state()
 
         if notice:
             self.show_notice(notice)
@@ -216,7 +228,14 @@ class MainWindow(QMainWindow):
         rl.setContentsMargins(0, 0, 0, 0)
         self.editor = ScriptEditor()
         self.editor.text_changed.connect(lambda: self.editor.text().strip() and self.error_banner.dismiss(TEXT))
-        rl.addWidget(self.editor, 3)
+        # the script above, the take's sentences below it (app/widgets/segments_view.py)
+        self.segments_view = SegmentsView()
+        self.script_splitter = QSplitter(Qt.Orientation.Vertical)
+        self.script_splitter.addWidget(self.editor)
+        self.script_splitter.addWidget(self.segments_view)
+        self.script_splitter.setChildrenCollapsible(False)
+        self.script_splitter.setSizes([220, 200])
+        rl.addWidget(self.script_splitter, 3)
         self.speakers = SpeakerPanel(self.library)  # shown while the script has <|speaker:N|> tags
         self.editor.text_changed.connect(lambda: self.speakers.update_script(self.editor.text()))
         self.speakers.rows_changed.connect(self._order_speaker_combos)
@@ -234,6 +253,7 @@ class MainWindow(QMainWindow):
         splitter.addWidget(right)
         splitter.setChildrenCollapsible(False)  # a panel dragged to nothing is hard to find again
         splitter.setSizes([400, 780])
+        self.main_splitter = splitter
         layout.addWidget(splitter, 1)
         return page
 
@@ -256,6 +276,10 @@ class MainWindow(QMainWindow):
         file_menu.addAction("Open reference clip…", self.voice_panel.choose_file)
         self.export_action = action(file_menu, "Export…", self.output.export_current, "Ctrl+S")
         self.export_sentences_action = file_menu.addAction("Export sentences…", self.output.export_sentences_current)
+        file_menu.addSeparator()
+        self.save_project_action = file_menu.addAction("Save project…", self.save_project)
+        self.open_project_action = file_menu.addAction("Open project…", self.open_project)
+        self.compare_action = file_menu.addAction("Compare takes A/B…", lambda: self.takes.compare_takes())
         file_menu.addSeparator()
         file_menu.addAction("Quit", QKeySequence.StandardKey.Quit, self.close)
         generate_menu = self.menuBar().addMenu("&Generate")
@@ -480,13 +504,26 @@ class MainWindow(QMainWindow):
         request = self.build_request()
         if request is None:
             return
+        self.start_job(request)
+
+    def start_job(self, request: GenerateRequest, live: bool = True) -> None:
+        """Run a take (``live``: shown and played as it is made) or, with ``request.take_id``,
+        regenerate sentences of a take (the take is re-assembled when they are done)."""
         self.error_banner.hide()
         self.audio.stop()
         self.generating = True
         self._live_started = False
+        self._live_output = live
+        seg = Segmentation(enabled=request.segmentation, max_chars=request.segment_max_chars,
+                           pause_ms=request.pause_ms)
+        segments = [(x.index, x.text) for x in split_request_text(request.text, seg)
+                    if request.only_segments is None or x.index in request.only_segments]
+        self._eta = EtaEstimator(segments, request.sampling.max_new_tokens)
         self.generate_bar.set_running(True)
         self.generate_bar.stats.setText("")
-        self.output.begin_live(estimated_seconds(request.text))
+        if live:
+            self.segments_view.show_preview([x.text for x in split_request_text(request.text, seg)])
+            self.output.begin_live(estimated_seconds(request.text))
         self.submit_request.emit(request)
 
     def stop(self) -> None:
@@ -523,8 +560,13 @@ class MainWindow(QMainWindow):
         self.model_status.setToolTip(self.model_status.text())
         self.statusBar().showMessage("Model ready.", 5000)
 
+    def _on_progress(self, p) -> None:
+        self.generate_bar.show_progress(p, self._eta.update(p) if self._eta is not None else None)
+        if self.generating:
+            self.segments_view.set_spoken(p.segment - 1)
+
     def _on_chunk(self, samples, rate: int) -> None:
-        if not self.generating:
+        if not self.generating or not self._live_output:
             return
         self.output.append_live(samples, rate)
         if not self._live_started:
@@ -532,16 +574,17 @@ class MainWindow(QMainWindow):
         self.audio.push_live(samples)
 
     def _take_of(self, finished: FinishedTake) -> Take:
-        result, request = finished.result, finished.request
-        s = request.sampling
-        return Take(text=request.text, voice=request.voice_label, seed=int(result.seed),
-                    params=f"temp {s.temperature:g} · top-p {s.top_p:g} · top-k {s.top_k} · "
-                           f"max {s.max_new_tokens} frames", audio=result.audio, sample_rate=result.sample_rate,
-                    stopped=bool(result.cancelled), stats=self.generate_bar.stats.text(),
-                    segments=tuple((r.start_sample, r.end_sample) for r in result.segments))
+        """The finished take, kept in the project sentence by sentence (and so autosaved)."""
+        return self.takes.output_take(self.takes.record(finished, self.generate_bar.stats.text()))
 
     def _on_finished(self, finished: FinishedTake) -> None:
         result = finished.result
+        if finished.request.take_id:  # sentences of a take, regenerated
+            self._end_generation()
+            self.takes.sentences_made(finished)
+            self.statusBar().showMessage(f"Regenerated {len(result.segments)} sentence(s) in "
+                                         f"{result.timings.total_s:.1f} s.", 5000)
+            return
         self.audio.end_live()
         self.output.end_live(self._take_of(finished))
         self._end_generation()
@@ -553,6 +596,10 @@ class MainWindow(QMainWindow):
         """Stop was pressed after some audio was made: that part is a take like any other (it can
         be played, exported and found in the history), marked as stopped."""
         if not self.generating:
+            return
+        if finished.request.take_id:  # the sentences finished before Stop are kept
+            self._end_generation()
+            self.takes.sentences_made(finished)
             return
         self.audio.stop()
         self.output.end_live(self._take_of(finished))
@@ -569,14 +616,14 @@ class MainWindow(QMainWindow):
 
     def _on_cancelled(self) -> None:
         if self.generating:
-            self.output.end_live(None)
+            self.output.end_live(None) if self._live_output else self.segments_view.set_busy(set())
             self._end_generation()
         self.statusBar().showMessage("Stopped.", 5000)
 
     def _on_failed(self, error: WorkerError) -> None:
         if self.generating:
             self.audio.stop()
-            self.output.end_live(None)
+            self.output.end_live(None) if self._live_output else self.segments_view.set_busy(set())
             self._end_generation()
         self.voice_panel.save_failed()
         self.generate_bar.progress.hide()
@@ -598,7 +645,12 @@ class MainWindow(QMainWindow):
 
     def _end_generation(self) -> None:
         self.generating = False
+        self._live_output = True
+        self._eta = None
         self.generate_bar.set_running(False)
+        self.segments_view.set_spoken(None)
+        if self.segments_view.take is None:
+            self.takes.show_script_preview()
 
     def _remember_text(self, text: str) -> None:
         recent = [t for t in self.settings.recent_texts if t != text]
@@ -620,7 +672,64 @@ class MainWindow(QMainWindow):
         if self.voice_panel.load_reference_file(path):  # the panel dismisses the clip's old problem
             self.statusBar().showMessage(f"Reference: {path.name}", 5000)
 
+    # ---- projects ---------------------------------------------------------------------------
+    def ask_project_path(self, save: bool) -> str | None:
+        """A separate method so tests can answer it without a modal dialog."""
+        folder = self.settings.last_export_dir
+        if save:
+            path, _ = QFileDialog.getSaveFileName(self, "Save project", self.takes.suggested_path(folder),
+                                                  "s2studio project (*.s2project)")
+        else:
+            path, _ = QFileDialog.getOpenFileName(self, "Open project", folder or str(Path.home()),
+                                                  "s2studio project (*.s2project);;All files (*)")
+        return path or None
+
+    def save_project(self) -> None:
+        path = self.ask_project_path(save=True)
+        if path:
+            self.takes.save_to(path)
+            self.statusBar().showMessage(f"Saving the project to {path}…", 5000)
+
+    def open_project(self) -> None:
+        if self.generating:
+            self.show_notice("Stop the take being generated before opening another project.")
+            return
+        path = self.ask_project_path(save=False)
+        if path and self.takes.open_file(path):
+            self.statusBar().showMessage(f"Opened {path}", 5000)
+
+    def confirm_quit(self) -> bool:
+        """Asked when the window closes while a take is being generated (tests answer it)."""
+        answer = QMessageBox.question(self, "Quit s2studio?", "A take is being generated. Quit anyway? "
+                                      "The part generated so far is not kept.",
+                                      QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                                      QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _restore_window_state(self) -> None:
+        from PySide6.QtCore import QByteArray
+
+        try:
+            if self.settings.window_geometry:
+                self.restoreGeometry(QByteArray(bytes.fromhex(self.settings.window_geometry)))
+            for splitter, state in zip((self.main_splitter, self.script_splitter), self.settings.splitter_states):
+                if isinstance(state, str) and state:
+                    splitter.restoreState(QByteArray(bytes.fromhex(state)))
+        except ValueError:  # a hand-edited settings file: the default layout
+            log.warning("window state in the settings is not usable; using the default layout")
+
+    def _remember_window_state(self) -> None:
+        self.settings.window_geometry = bytes(self.saveGeometry().data()).hex()
+        self.settings.splitter_states = [bytes(sp.saveState().data()).hex()
+                                         for sp in (self.main_splitter, self.script_splitter)]
+
     def closeEvent(self, event) -> None:
+        if self.generating and not self.confirm_quit():
+            event.ignore()
+            return
+        self._remember_window_state()
+        self.takes.project.script = self.editor.text()
+        self.takes.flush()
         self.worker.cancel()
         self.audio.stop()
         if self.audio.recording:

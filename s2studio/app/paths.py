@@ -2,7 +2,8 @@
 
 Config, logs and voices come from ``platformdirs`` (app name ``s2studio``). Tests and portable
 installs redirect them with environment variables, so nothing in a test touches the user's
-real folders: ``S2STUDIO_CONFIG_DIR``, ``S2STUDIO_LOG_DIR``, ``S2STUDIO_VOICES_DIR``.
+real folders: ``S2STUDIO_CONFIG_DIR``, ``S2STUDIO_LOG_DIR``, ``S2STUDIO_VOICES_DIR``,
+``S2STUDIO_PROJECTS_DIR``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,18 @@ def downloads_dir() -> Path:
     import platformdirs
 
     return _from_env_or("S2STUDIO_MODELS_DIR", lambda: Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "models")
+
+
+def projects_dir() -> Path:
+    """Projects the app keeps by itself (the autosave), in the user data folder."""
+    import platformdirs
+
+    return _from_env_or("S2STUDIO_PROJECTS_DIR",
+                        lambda: Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "projects")
+
+
+def autosave_dir() -> Path:
+    return projects_dir() / "autosave"
 
 
 def settings_file() -> Path:

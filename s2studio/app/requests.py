@@ -55,6 +55,11 @@ class GenerateRequest:
     stream_stride: int = 4
     voice_label: str = ""  # what the history shows for the voice
     speaker_voices: tuple = ()  # ((speaker N, saved voice id), ...): a dialogue, see app/dialogue.py
+    # Regenerating sentences of an existing take (app/takes_controller.py): which segments, with
+    # which seeds, for which take ("" = a new take of the whole text).
+    only_segments: tuple[int, ...] | None = None
+    segment_seeds: dict | None = None
+    take_id: str = ""
     created: float = field(default_factory=time.monotonic)
 
 
@@ -75,6 +80,8 @@ class GenerationProgress:
     frames: int  # frames generated so far in the whole take
     audio_seconds: float
     elapsed_seconds: float
+    segment_frames: int = 0  # frames generated so far in the current segment
+    segment_done: bool = False  # the current segment is complete (its pause is being added)
 
     @property
     def real_time_factor(self) -> float:

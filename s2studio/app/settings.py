@@ -77,10 +77,14 @@ class AppSettings:
     # export: the format key last chosen (see app/export.py); File ▸ Recent scripts, newest first
     export_format: str = "wav32f"
     recent_scripts: list = field(default_factory=list)
+    # the window as it was left: Qt's saveGeometry / QSplitter.saveState, hex-encoded ("" = default)
+    window_geometry: str = ""
+    splitter_states: list = field(default_factory=list)
 
     def copy(self) -> "AppSettings":
         return dataclasses.replace(self, recent_texts=list(self.recent_texts),
-                                   recent_scripts=list(self.recent_scripts))
+                                   recent_scripts=list(self.recent_scripts),
+                                   splitter_states=list(self.splitter_states))
 
     @property
     def uses_server(self) -> bool:

@@ -202,6 +202,8 @@ class InferenceWorker(QObject):
             postprocess=PostProcess(trim_silence=request.trim_silence, normalize=request.normalize,
                                     dynamic_normalize=request.dynamic_normalize),
             stream_stride=request.stream_stride,
+            only_segments=request.only_segments,
+            segment_seeds=request.segment_seeds,
         )
         if request.speaker_voices:  # a dialogue: each speaker's turns in its own voice
             from s2studio.app.dialogue import DialogueJob
@@ -215,17 +217,19 @@ class InferenceWorker(QObject):
                 job.cancel()
         t0 = time.perf_counter()
         audio_samples = 0
-        frames_done = 0  # frames of finished segments
+        frames = 0  # in the whole take so far
+        segment_frames: dict[int, int] = {}  # per segment so far
         for chunk in job:
             audio_samples += len(chunk.samples)
-            if chunk.frame_count == 0:  # a pause: the segment before it is complete
-                frames_done += chunk.frame_start
-                frames = frames_done
-            else:
-                frames = frames_done + chunk.frame_start + chunk.frame_count
+            done = chunk.frame_count == 0  # a pause: the segment before it is complete
+            if not done:
+                now = chunk.frame_start + chunk.frame_count
+                frames += now - segment_frames.get(chunk.segment, 0)
+                segment_frames[chunk.segment] = now
             self.chunk.emit(chunk.samples, chunk.sample_rate)
             self.progress.emit(GenerationProgress(chunk.segment + 1, chunk.segment_count, frames,
-                                                  audio_samples / chunk.sample_rate, time.perf_counter() - t0))
+                                                  audio_samples / chunk.sample_rate, time.perf_counter() - t0,
+                                                  segment_frames.get(chunk.segment, 0), done))
         result = job.result
         if result is not None and result.cancelled and len(result.audio):
             self.stopped.emit(FinishedTake(request, result))

@@ -30,7 +30,8 @@ CLONE_DIR = GOLDEN / "clone_f32_qknorm"
 @pytest.fixture(autouse=True)
 def isolated_dirs(tmp_path, monkeypatch):
     for var, sub in (("S2STUDIO_CONFIG_DIR", "config"), ("S2STUDIO_LOG_DIR", "logs"),
-                     ("S2STUDIO_VOICES_DIR", "voices"), ("S2STUDIO_MODELS_DIR", "models")):
+                     ("S2STUDIO_VOICES_DIR", "voices"), ("S2STUDIO_MODELS_DIR", "models"),
+                     ("S2STUDIO_PROJECTS_DIR", "projects")):
         monkeypatch.setenv(var, str(tmp_path / sub))
     yield tmp_path
 
@@ -174,6 +175,8 @@ def make_window(qtbot, worker_host, isolated_dirs):
         window = MainWindow(settings, worker_host.worker, settings_path=isolated_dirs / "config" / "settings.json",
                             **kw)
         qtbot.addWidget(window)
+        # Closing while a take runs asks first (a modal question); at teardown the answer is yes.
+        window.confirm_quit = lambda: True
         window.show()
         windows.append(window)
         return window

@@ -1,5 +1,5 @@
 """The output: the take's waveform (growing while it is generated), transport, export, and
-the history of this session's takes (replay or re-export any of them)."""
+the history of takes (replay or re-export any of them; the project keeps them across restarts)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ class Take:
     stats: str = ""  # the generation's last progress line (segments, frames, real-time factor)
     segments: tuple = ()  # (start, end) sample range of each sentence: "Export sentences…"
     created: float = field(default_factory=time.time)
+    key: str = ""  # the project take it shows (app/project.py), "" for none
 
     @property
     def seconds(self) -> float:
@@ -108,7 +109,7 @@ class OutputPanel(QWidget):
         row.addStretch(1)
         row.addWidget(self.export_button)
         layout.addLayout(row)
-        history_box = QGroupBox("This session's takes")
+        history_box = QGroupBox("Takes")
         hb = QVBoxLayout(history_box)
         self.history = QListWidget()
         self.history.itemDoubleClicked.connect(lambda item: self.show_take(self.takes[self.history.row(item)], play=True))
@@ -164,6 +165,41 @@ class OutputPanel(QWidget):
         self._update_buttons()
         if take is not None:
             self.take_shown.emit(take)
+
+    # ---- the project's takes ------------------------------------------------------------------
+    def add_take(self, take: Take) -> None:
+        """A take made earlier (a restored project): listed, not shown."""
+        self.takes.append(take)
+        item = QListWidgetItem(take.summary())
+        item.setToolTip(f"{take.text}\n{take.params}")
+        self.history.addItem(item)
+        self._update_buttons(self._generating)
+
+    def replace_take(self, take: Take) -> None:
+        """The take with ``take.key`` was re-assembled (a sentence regenerated or another version
+        chosen): its entry and, if it is on screen, the waveform show the new audio."""
+        row = next((i for i, t in enumerate(self.takes) if t.key == take.key), None)
+        if row is None:
+            return
+        was_current = self.current is self.takes[row]
+        self.takes[row] = take
+        self.history.item(row).setText(take.summary())
+        if was_current:
+            self.show_take(take)
+
+    def clear_takes(self) -> None:
+        self.audio.stop() if self.audio.playing_owner == OWNER else None
+        self.takes.clear()
+        self.current = None
+        self.history.clear()
+        self.waveform.set_audio(None)
+        self._update_time()
+        self._update_buttons(self._generating)
+
+    def select_take(self, key: str) -> None:
+        row = next((i for i, t in enumerate(self.takes) if t.key == key), None)
+        if row is not None:
+            self.history.setCurrentRow(row)  # shows it (see _on_history_row)
 
     # ---- transport --------------------------------------------------------------------------
     def show_take(self, take: Take, play: bool = False) -> None:

@@ -44,10 +44,18 @@ class GenerateBar(QWidget):
         self.progress.setValue(int(fraction * 100))
         self.progress.setFormat(f"{stage}… %p%")
 
-    def show_progress(self, p: GenerationProgress) -> None:
+    def show_progress(self, p: GenerationProgress, estimate=None) -> None:
+        """``estimate`` (progress_eta.Estimate): the bar fills within the segment too, and the
+        statistics line says the time elapsed and the time left."""
         self.progress.show()
-        self.progress.setRange(0, p.segment_count)
-        self.progress.setValue(p.segment - 1)
-        self.progress.setFormat(f"Segment {p.segment} of {p.segment_count}")
-        self.stats.setText(describe_progress(p))
+        if estimate is None:
+            self.progress.setRange(0, p.segment_count)
+            self.progress.setValue(p.segment - 1)
+            self.progress.setFormat(f"Segment {p.segment} of {p.segment_count}")
+            self.stats.setText(describe_progress(p))
+        else:
+            self.progress.setRange(0, 100 * p.segment_count)
+            self.progress.setValue(100 * (p.segment - 1) + estimate.segment_percent)
+            self.progress.setFormat(f"Segment {p.segment} of {p.segment_count} · {estimate.segment_percent} %")
+            self.stats.setText(f"{describe_progress(p)} · {estimate.describe()}")
         self.stats.setToolTip(self.stats.text())

@@ -1,0 +1,417 @@
+"""The takes model's wiring: the project (app/project.py), its autosave and files, the
+sentence view, A/B comparisons, and the requests that regenerate sentences.
+
+The window keeps running takes (the worker, live playback, the generate bar); this object turns
+what the worker finished into project takes, keeps the output's history in step with the
+project, and asks the window to run sentence regenerations (``GenerateRequest.take_id``).
+
+Saving never blocks the event loop: the project is copied structurally on the UI thread (the
+audio arrays are shared; they never change once made) and written on a background thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import random
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from s2studio.app import paths
+from s2studio.app.project import Project, ProjectTake, Sentence, SentenceVersion
+from s2studio.app.project_file import (
+    PROJECT_SUFFIX,
+    ProjectFileError,
+    load_project_file,
+    load_project_folder,
+    save_project_file,
+    save_project_folder,
+)
+from s2studio.app.requests import FinishedTake, GenerateRequest
+from s2studio.app.widgets.ab_compare import ABCompareDialog, Candidate
+from s2studio.app.widgets.output_panel import Take
+from s2studio.engine.params import GenerationParams
+from s2studio.engine.pipeline import Segmentation, split_request_text
+
+log = logging.getLogger(__name__)
+
+AUTOSAVE_DELAY_MS = 600  # typing in the script saves once it pauses, not per key
+PROJECTS, AUTOSAVE = "project", "autosave"  # banner causes
+
+
+def snapshot(project: Project) -> Project:
+    """A structural copy for the saving thread: new lists, the same (immutable) audio."""
+    return Project(script=project.script, voice_id=project.voice_id, voice_label=project.voice_label,
+                   speaker_voices=dict(project.speaker_voices), current_take=project.current_take,
+                   takes=[dataclasses.replace(t, settings=dict(t.settings), sentences=[
+                       dataclasses.replace(s, versions=list(s.versions)) for s in t.sentences]) for t in project.takes])
+
+
+def segmentation_of(settings: dict) -> Segmentation:
+    seg = settings.get("segmentation", {})
+    return Segmentation(enabled=bool(seg.get("enabled", True)), max_chars=int(seg.get("max_chars", 0)),
+                        pause_ms=int(seg.get("pause_ms", 180)))
+
+
+def take_settings(request: GenerateRequest) -> dict:
+    s = request.sampling
+    return {
+        "sampling": {"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
+                     "max_new_tokens": s.max_new_tokens},
+        "segmentation": {"enabled": request.segmentation, "max_chars": request.segment_max_chars,
+                         "pause_ms": request.pause_ms},
+        "postprocess": {"trim_silence": request.trim_silence, "normalize": request.normalize,
+                        "dynamic_normalize": request.dynamic_normalize},
+        "voice_kind": "reference" if request.reference_audio is not None else
+                      ("voice" if request.voice_id else "none"),
+        "reference_text": request.reference_text,
+    }
+
+
+def params_summary(settings: dict) -> str:
+    s = settings.get("sampling", {})
+    return (f"temp {s.get('temperature', 0):g} · top-p {s.get('top_p', 0):g} · top-k {s.get('top_k', 0)} · "
+            f"max {s.get('max_new_tokens', 0)} frames")
+
+
+def segment_audio(result, seg) -> np.ndarray:
+    """A segment's own audio: the pipeline's, or (a server's result) its slice of the take."""
+    if getattr(seg, "audio", None) is not None:
+        return np.asarray(seg.audio, np.float32)
+    return np.asarray(result.audio[seg.start_sample:seg.end_sample], np.float32)
+
+
+def new_seed() -> int:
+    return random.SystemRandom().randrange(2**63)
+
+
+class TakesController(QObject):
+    saved = Signal(str)  # a project file written (path)
+    save_failed = Signal(str)  # one sentence
+    _background_error = Signal(str, str)  # message, cause: from the saving thread
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.window = window
+        self.project = Project()
+        self.autosave_folder = paths.autosave_dir()
+        self._references: dict[str, tuple[np.ndarray, str]] = {}  # take id -> unsaved clip (this session)
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="project-io")
+        self._pending: list[Future] = []
+        self._closed = False
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(AUTOSAVE_DELAY_MS)
+        self._timer.timeout.connect(self.autosave_now)
+        self._background_error.connect(self._report)
+        self.compare_dialog: ABCompareDialog | None = None
+        view = window.segments_view
+        view.play_from.connect(self.play_from)
+        view.regenerate.connect(lambda i: self.regenerate([i]))
+        view.regenerate_unlocked.connect(self.regenerate_unlocked)
+        view.lock_toggled.connect(self.set_locked)
+        view.version_chosen.connect(self.choose_version)
+        view.compare_requested.connect(self.compare_sentence)
+        view.reuse_seed.connect(self.reuse_seed)
+        window.output.take_shown.connect(self._on_take_shown)
+        window.audio.position_changed.connect(self._on_position)
+        window.audio.playback_stopped.connect(lambda owner: owner == "output" and view.set_spoken(None))
+
+    # ---- the project --------------------------------------------------------------------------
+    def restore(self) -> None:
+        """At start: the autosaved project, or a banner and a fresh one if it cannot be read (the
+        damaged folder is moved aside, untouched, so nothing is lost)."""
+        try:
+            project = load_project_folder(self.autosave_folder)
+        except ProjectFileError as err:
+            kept = self.autosave_folder.with_name(f"{self.autosave_folder.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+            try:
+                os.replace(self.autosave_folder, kept)
+                where = f" It was kept as {kept}."
+            except OSError:
+                where = ""
+                self.autosave_folder = self.autosave_folder.with_name(f"{self.autosave_folder.name}-new")
+            self.window.show_problem(f"The autosaved project could not be read ({err.problem}) A new project "
+                                     f"was started.{where}", AUTOSAVE)
+            return
+        if project is not None:
+            self._adopt(project)
+
+    def _adopt(self, project: Project) -> None:
+        self.project = project
+        output = self.window.output
+        output.clear_takes()
+        for take in project.takes:
+            output.add_take(self.output_take(take))
+        if project.script:
+            self.window.editor.set_text(project.script)
+        current = project.take(project.current_take) or (project.takes[-1] if project.takes else None)
+        if current is not None:
+            output.select_take(current.id)
+        else:
+            self.show_script_preview()
+
+    def output_take(self, take: ProjectTake) -> Take:
+        return Take(text=take.text, voice=take.voice_label, seed=take.base_seed, params=params_summary(take.settings),
+                    audio=take.assemble(), sample_rate=take.sample_rate,
+                    stopped=take.stopped or any(s.current is None for s in take.sentences), stats=take.stats,
+                    created=take.created, key=take.id)
+
+    def changed(self, take: ProjectTake | None = None) -> None:
+        """Something in the project changed: refresh what shows it, save soon."""
+        if take is not None:
+            self.window.output.replace_take(self.output_take(take))
+            if self.window.segments_view.take is take:
+                self.window.segments_view.show_take(take)
+        self._timer.start()
+
+    def script_changed(self, text: str) -> None:
+        self.project.script = text
+        if self.window.segments_view.take is None:
+            self.show_script_preview()
+        self._timer.start()
+
+    def show_script_preview(self) -> None:
+        s = self.window.settings
+        seg = Segmentation(enabled=s.segmentation_enabled, max_chars=s.segment_max_chars, pause_ms=s.pause_ms)
+        text = self.window.editor.text().strip()
+        try:
+            texts = [x.text for x in split_request_text(text, seg)] if text else []
+        except Exception:  # noqa: BLE001 - a preview must never break typing; the take reports it
+            texts = []
+        self.window.segments_view.show_preview(texts)
+
+    # ---- saving -------------------------------------------------------------------------------
+    def autosave_now(self) -> Future | None:
+        self._timer.stop()
+        copy, folder = snapshot(self.project), self.autosave_folder
+
+        def work():
+            try:
+                save_project_folder(copy, folder)
+            except OSError as err:
+                log.warning("autosave to %s failed: %s", folder, err)
+                self._background_error.emit(f"The project could not be saved automatically in {folder} "
+                                            f"({err.strerror or err}); save it with File ▸ Save project….",
+                                            AUTOSAVE)
+        return self._submit(work)
+
+    def save_to(self, path: str) -> Future | None:
+        if not path.lower().endswith(PROJECT_SUFFIX):
+            path += PROJECT_SUFFIX
+        copy = snapshot(self.project)
+
+        def work():
+            try:
+                save_project_file(copy, path)
+            except (OSError, ValueError) as err:
+                message = f"The project could not be saved as {path}: {getattr(err, 'strerror', None) or err}"
+                self._background_error.emit(message, PROJECTS)
+                self.save_failed.emit(message)
+                return
+            self.saved.emit(path)
+        return self._submit(work)
+
+    def _submit(self, work) -> Future | None:
+        if self._closed:  # the window has gone; flush() wrote the last state
+            return None
+        self._pending = [f for f in self._pending if not f.done()]
+        future = self._io.submit(work)
+        self._pending.append(future)
+        return future
+
+    def flush(self) -> None:
+        """At exit: the last changes on disk before the window goes."""
+        if self._closed:
+            return
+        if self._timer.isActive():
+            self.autosave_now()
+        self._closed = True
+        for f in list(self._pending):
+            f.result()
+        self._io.shutdown(wait=True)
+
+    def _report(self, message: str, cause: str) -> None:
+        self.window.show_problem(message, cause)
+
+    def open_file(self, path: str) -> bool:
+        try:
+            project = load_project_file(path)
+        except ProjectFileError as err:
+            self.window.show_problem(str(err), PROJECTS)  # the project on screen stays as it was
+            return False
+        self.window.error_banner.dismiss(PROJECTS)
+        self._adopt(project)
+        self.autosave_now()
+        return True
+
+    # ---- takes from the worker --------------------------------------------------------------------
+    def record(self, finished: FinishedTake, stats: str) -> ProjectTake:
+        """A new take (complete, or stopped: the sentences not reached have no version yet)."""
+        request, result = finished.request, finished.result
+        settings = take_settings(request)
+        segments = split_request_text(request.text, segmentation_of(settings), int(result.seed))
+        sentences = [Sentence(s.text, s.pause_after_ms) for s in segments]
+        for seg in result.segments:
+            if seg.index < len(sentences) and (len(segment_audio(result, seg)) or seg.stop_reason != "cancelled"):
+                sentences[seg.index].add_version(SentenceVersion(int(seg.seed), segment_audio(result, seg),
+                                                                 result.sample_rate, seg.stop_reason))
+        take = ProjectTake(text=request.text, sentences=sentences, base_seed=int(result.seed),
+                           voice_id=request.voice_id, voice_label=request.voice_label, settings=settings,
+                           stopped=bool(result.cancelled), stats=stats)
+        if request.reference_audio is not None:
+            self._references[take.id] = (request.reference_audio, request.reference_text)
+        self.project.takes.append(take)
+        self.project.current_take = take.id
+        self.project.voice_id, self.project.voice_label = request.voice_id, request.voice_label
+        self._timer.start()
+        return take
+
+    def sentences_made(self, finished: FinishedTake) -> None:
+        """Regenerated sentences: each becomes the chosen version of its sentence (a sentence
+        stopped half-way is dropped: the old version stays)."""
+        take = self.project.take(finished.request.take_id)
+        self.window.segments_view.set_busy(set())
+        if take is None:
+            return
+        result = finished.result
+        for seg in result.segments:
+            if seg.stop_reason == "cancelled" or seg.index >= len(take.sentences):
+                continue
+            take.sentences[seg.index].add_version(SentenceVersion(int(seg.seed), segment_audio(result, seg),
+                                                                  result.sample_rate, seg.stop_reason))
+        take.stopped = take.stopped and any(s.current is None for s in take.sentences)
+        self.changed(take)
+
+    # ---- sentence actions ------------------------------------------------------------------------
+    def current_take(self) -> ProjectTake | None:
+        return self.window.segments_view.take
+
+    def regenerate(self, indices: list[int], seeds: dict[int, int] | None = None) -> bool:
+        """Generate these sentences of the shown take again (new seeds unless given)."""
+        take = self.current_take()
+        if take is None or self.window.generating or not indices:
+            return False
+        settings = take.settings
+        reference = self._references.get(take.id)
+        if settings.get("voice_kind") == "reference" and reference is None:
+            self.window.show_problem("This take was made with an unsaved reference clip, which is not kept in the "
+                                     "project; save the clip as a voice to regenerate sentences of new takes.",
+                                     PROJECTS)
+            return False
+        sampling = settings.get("sampling", {})
+        seg = segmentation_of(settings)
+        post = settings.get("postprocess", {})
+        request = GenerateRequest(
+            engine=self.window.engine_config(), text=take.text, voice_id=take.voice_id,
+            reference_audio=reference[0] if reference else None, reference_text=reference[1] if reference else "",
+            sampling=GenerationParams(max_new_tokens=int(sampling.get("max_new_tokens", 1024)),
+                                      temperature=float(sampling.get("temperature", 0.8)),
+                                      top_p=float(sampling.get("top_p", 0.8)), top_k=int(sampling.get("top_k", 30)),
+                                      seed=take.base_seed),
+            segmentation=seg.enabled, segment_max_chars=seg.max_chars, pause_ms=seg.pause_ms,
+            trim_silence=bool(post.get("trim_silence")), normalize=bool(post.get("normalize")),
+            dynamic_normalize=bool(post.get("dynamic_normalize")), voice_label=take.voice_label,
+            only_segments=tuple(sorted(indices)),
+            segment_seeds={i: (seeds or {}).get(i, new_seed()) for i in indices}, take_id=take.id)
+        self.window.segments_view.set_busy(set(indices))
+        self.window.start_job(request, live=False)
+        return True
+
+    def regenerate_unlocked(self) -> None:
+        take = self.current_take()
+        if take is not None:
+            self.regenerate([i for i, s in enumerate(take.sentences) if not s.locked])
+
+    def set_locked(self, index: int, locked: bool) -> None:
+        take = self.current_take()
+        if take is not None and index < len(take.sentences):
+            take.sentences[index].locked = locked
+            self.window.segments_view.show_take(take)
+            self._timer.start()
+
+    def choose_version(self, index: int, version: int) -> None:
+        take = self.current_take()
+        if take is not None and 0 <= version < len(take.sentences[index].versions):
+            take.sentences[index].chosen = version
+            self.changed(take)
+
+    def play_from(self, index: int) -> None:
+        take = self.current_take()
+        if take is None or take.sentences[index].current is None:
+            return
+        output = self.window.output
+        if output.current is None or output.current.key != take.id:
+            output.select_take(take.id)
+        output.audio.stop() if output.audio.playing_owner == "output" else None
+        output.seek(take.spans()[index][0])
+        self.window.segments_view.set_spoken(index)
+        output.toggle_play()
+
+    def reuse_seed(self) -> None:
+        take = self.current_take()
+        if take is None:
+            return
+        s = self.window.settings.copy()
+        s.seed, s.seed_locked = int(take.base_seed), True
+        self.window.apply_settings(s)
+        self.window.statusBar().showMessage(f"The next takes use seed {take.base_seed} (Settings ▸ seed, locked).",
+                                            8000)
+
+    # ---- A/B ----------------------------------------------------------------------------------
+    def compare_sentence(self, index: int) -> ABCompareDialog | None:
+        take = self.current_take()
+        if take is None or len(take.sentences[index].versions) < 2:
+            return None
+        s = take.sentences[index]
+        candidates = [Candidate(f"Version {i + 1} · seed {v.seed} · {v.seconds:.1f} s", v.audio, v.sample_rate)
+                      for i, v in enumerate(s.versions)]
+        other = s.chosen - 1 if s.chosen > 0 else len(s.versions) - 1
+        dialog = ABCompareDialog(f"Sentence {index + 1}: compare versions", candidates, other, s.chosen,
+                                 self.window.audio, self.window)
+        dialog.picked.connect(lambda v: self.choose_version(index, v))
+        return self._open(dialog)
+
+    def compare_takes(self) -> ABCompareDialog | None:
+        """The take on screen (B) against the one before it in the history (A); keep one: it is shown."""
+        takes = self.window.output.takes
+        if len(takes) < 2:
+            self.window.statusBar().showMessage("Make at least two takes to compare them.", 5000)
+            return None
+        current = self.window.output.current
+        b = takes.index(current) if current in takes else len(takes) - 1
+        a = b - 1 if b > 0 else len(takes) - 1
+        candidates = [Candidate(t.summary(), t.audio, t.sample_rate) for t in takes]
+        dialog = ABCompareDialog("Compare takes", candidates, a, b, self.window.audio, self.window)
+        dialog.picked.connect(lambda i: self.window.output.select_take(takes[i].key) if takes[i].key
+                              else self.window.output.show_take(takes[i]))
+        return self._open(dialog)
+
+    def _open(self, dialog: ABCompareDialog) -> ABCompareDialog:
+        if self.compare_dialog is not None:
+            self.compare_dialog.close()
+        self.compare_dialog = dialog
+        dialog.open()
+        return dialog
+
+    # ---- following the output ----------------------------------------------------------------------
+    def _on_take_shown(self, take: Take) -> None:
+        project_take = self.project.take(take.key) if take.key else None
+        if project_take is not None:
+            self.project.current_take = project_take.id
+            self.window.segments_view.show_take(project_take)
+
+    def _on_position(self, owner: str, sample: int) -> None:
+        view = self.window.segments_view
+        current = self.window.output.current
+        if owner == "output" and view.take is not None and current is not None and current.key == view.take.id:
+            view.set_spoken(view.take.sentence_at(sample))
+
+    @staticmethod
+    def suggested_path(folder: str) -> str:
+        return str(Path(folder or Path.home()) / f"s2studio-{time.strftime('%Y%m%d-%H%M')}{PROJECT_SUFFIX}")

@@ -93,7 +93,8 @@ def new_seed() -> int:
 class TakesController(QObject):
     saved = Signal(str)  # a project file written (path)
     save_failed = Signal(str)  # one sentence
-    _background_error = Signal(str, str)  # message, cause: from the saving thread
+    # from the saving thread to the UI thread (queued): what happened, and its message or path
+    _io_done = Signal(str, str)
 
     def __init__(self, window):
         super().__init__(window)
@@ -108,7 +109,7 @@ class TakesController(QObject):
         self._timer.setSingleShot(True)
         self._timer.setInterval(AUTOSAVE_DELAY_MS)
         self._timer.timeout.connect(self.autosave_now)
-        self._background_error.connect(self._report)
+        self._io_done.connect(self._on_io_done)
         self.compare_dialog: ABCompareDialog | None = None
         view = window.segments_view
         view.play_from.connect(self.play_from)
@@ -196,9 +197,8 @@ class TakesController(QObject):
                 save_project_folder(copy, folder)
             except OSError as err:
                 log.warning("autosave to %s failed: %s", folder, err)
-                self._background_error.emit(f"The project could not be saved automatically in {folder} "
-                                            f"({err.strerror or err}); save it with File ▸ Save project….",
-                                            AUTOSAVE)
+                self._io_done.emit(AUTOSAVE, f"The project could not be saved automatically in {folder} "
+                                             f"({err.strerror or err}); save it with File ▸ Save project….")
         return self._submit(work)
 
     def save_to(self, path: str) -> Future | None:
@@ -210,11 +210,10 @@ class TakesController(QObject):
             try:
                 save_project_file(copy, path)
             except (OSError, ValueError) as err:
-                message = f"The project could not be saved as {path}: {getattr(err, 'strerror', None) or err}"
-                self._background_error.emit(message, PROJECTS)
-                self.save_failed.emit(message)
+                self._io_done.emit(PROJECTS, f"The project could not be saved as {path}: "
+                                             f"{getattr(err, 'strerror', None) or err}")
                 return
-            self.saved.emit(path)
+            self._io_done.emit("saved", path)
         return self._submit(work)
 
     def _submit(self, work) -> Future | None:
@@ -236,8 +235,15 @@ class TakesController(QObject):
             f.result()
         self._io.shutdown(wait=True)
 
-    def _report(self, message: str, cause: str) -> None:
-        self.window.show_problem(message, cause)
+    def _on_io_done(self, what: str, text: str) -> None:
+        if what == "saved":
+            self.window.error_banner.dismiss(PROJECTS)
+            self.window.statusBar().showMessage(f"Project saved as {text}", 5000)
+            self.saved.emit(text)
+            return
+        self.window.show_problem(text, what)
+        if what == PROJECTS:
+            self.save_failed.emit(text)
 
     def open_file(self, path: str) -> bool:
         try:

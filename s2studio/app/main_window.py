@@ -234,7 +234,7 @@ class MainWindow(QMainWindow):
         self.script_splitter.addWidget(self.editor)
         self.script_splitter.addWidget(self.segments_view)
         self.script_splitter.setChildrenCollapsible(False)
-        self.script_splitter.setSizes([220, 200])
+        self.script_splitter.setSizes([150, 270])
         rl.addWidget(self.script_splitter, 3)
         self.speakers = SpeakerPanel(self.library)  # shown while the script has <|speaker:N|> tags
         self.editor.text_changed.connect(lambda: self.speakers.update_script(self.editor.text()))

@@ -41,6 +41,7 @@ from s2studio.engine.pipeline import Segmentation, split_request_text
 log = logging.getLogger(__name__)
 
 AUTOSAVE_DELAY_MS = 600  # typing in the script saves once it pauses, not per key
+PREVIEW_DELAY_MS = 250
 PROJECTS, AUTOSAVE = "project", "autosave"  # banner causes
 
 
@@ -109,6 +110,11 @@ class TakesController(QObject):
         self._timer.setSingleShot(True)
         self._timer.setInterval(AUTOSAVE_DELAY_MS)
         self._timer.timeout.connect(self.autosave_now)
+        # the script's sentences are previewed once typing pauses, not at every key
+        self._preview_timer = QTimer(self)
+        self._preview_timer.setSingleShot(True)
+        self._preview_timer.setInterval(PREVIEW_DELAY_MS)
+        self._preview_timer.timeout.connect(self.show_script_preview)
         self._io_done.connect(self._on_io_done)
         self.compare_dialog: ABCompareDialog | None = None
         view = window.segments_view
@@ -151,6 +157,8 @@ class TakesController(QObject):
             output.add_take(self.output_take(take))
         if project.script:
             self.window.editor.set_text(project.script)
+        if project.voice_id:  # the voice the last take used, if the library still has it
+            self.window.voice_panel.select_voice(project.voice_id)
         current = project.take(project.current_take) or (project.takes[-1] if project.takes else None)
         if current is not None:
             output.select_take(current.id)
@@ -174,10 +182,11 @@ class TakesController(QObject):
     def script_changed(self, text: str) -> None:
         self.project.script = text
         if self.window.segments_view.take is None:
-            self.show_script_preview()
+            self._preview_timer.start()
         self._timer.start()
 
     def show_script_preview(self) -> None:
+        self._preview_timer.stop()
         s = self.window.settings
         seg = Segmentation(enabled=s.segmentation_enabled, max_chars=s.segment_max_chars, pause_ms=s.pause_ms)
         text = self.window.editor.text().strip()

@@ -79,7 +79,8 @@ def test_regenerating_one_sentence_leaves_the_others_sample_identical(make_windo
     np.testing.assert_array_equal(after[0], before[0])
     np.testing.assert_array_equal(after[2], before[2])
     assert len(take.sentences[0].versions) == len(take.sentences[2].versions) == 1
-    assert "2 of 2 · seed 1000" in window.segments_view.table.item(1, 2).text()
+    assert window.segments_view.table.item(1, 2).text().startswith("2 of 2 · ")
+    assert window.segments_view.table.item(1, 2).toolTip() == "seed 1000"
 
 
 def test_locked_sentences_keep_their_audio_and_versions_can_be_compared_and_picked(
@@ -242,3 +243,14 @@ def test_an_autosave_that_cannot_be_written_is_a_banner(make_window, fast_settin
     window.takes.autosave_now().result()
     qtbot.waitUntil(window.error_banner.isVisible, timeout=2000)
     assert "could not be saved automatically" in window.error_banner.text
+
+
+def test_the_script_is_previewed_as_the_sentences_the_pipeline_will_speak(make_window, fast_settings, tts_model,
+                                                                          qtbot):
+    window = _three_sentences(make_window, fast_settings, tts_model)
+    window.editor.set_text("Dr. Smith arrived. It was 3.14 p.m. exactly! Then he left.")
+    view = window.segments_view
+    qtbot.waitUntil(lambda: view.table.rowCount() == 3, timeout=2000)  # "Dr." and "3.14" do not split
+    assert [view.table.item(i, 1).text() for i in range(3)] == ["Dr. Smith arrived.", "It was 3.14 p.m. exactly!",
+                                                                "Then he left."]
+    assert view.take is None and not view.regenerate_button.isEnabled()

@@ -36,7 +36,7 @@ def version_text(take: ProjectTake, index: int) -> str:
         return "not generated"
     v = s.current
     stopped = " (stopped)" if v.stop_reason == "cancelled" else ""
-    return f"{s.chosen + 1} of {len(s.versions)} · seed {v.seed} · {v.seconds:.1f} s{stopped}"
+    return f"{s.chosen + 1} of {len(s.versions)} · {v.seconds:.1f} s{stopped}"
 
 
 class SegmentsView(QWidget):
@@ -139,6 +139,8 @@ class SegmentsView(QWidget):
             shown = text if i not in self.busy else f"{text}  (generating…)"
             cells = [number, QTableWidgetItem(shown), QTableWidgetItem(version), QTableWidgetItem("")]
             cells[TEXT].setToolTip(text)
+            if self.take is not None and self.take.sentences[i].current is not None:
+                cells[VERSION].setToolTip(f"seed {self.take.sentences[i].current.seed}")
             lock = cells[LOCK]
             if locked is None:
                 lock.setFlags(Qt.ItemFlag.ItemIsEnabled)
@@ -164,29 +166,31 @@ class SegmentsView(QWidget):
         """Highlight the sentence being spoken (None: none)."""
         if index == self.spoken:
             return
-        self.spoken = index
-        self._paint_spoken()
+        previous, self.spoken = self.spoken, index
+        self._paint_rows([r for r in (previous, index) if r is not None])
         if index is not None and self.table.item(index, TEXT) is not None:
             self.table.scrollToItem(self.table.item(index, TEXT))
 
     def _paint_spoken(self) -> None:
+        if self.spoken is not None:
+            self._paint_rows([self.spoken])
+
+    def _paint_rows(self, rows: list[int]) -> None:
+        """Only the rows whose highlight changes: a script of hundreds of sentences stays cheap."""
         blocked = self.table.blockSignals(True)  # restyling items is not a change of lock
         try:
-            self._paint_rows()
+            for row in rows:
+                on = row == self.spoken
+                for col in range(self.table.columnCount()):
+                    item = self.table.item(row, col)
+                    if item is None:
+                        continue
+                    item.setBackground(SPOKEN_BRUSH if on else QBrush())
+                    font = QFont(item.font())
+                    font.setBold(on)
+                    item.setFont(font)
         finally:
             self.table.blockSignals(blocked)
-
-    def _paint_rows(self) -> None:
-        for row in range(self.table.rowCount()):
-            on = row == self.spoken
-            for col in range(self.table.columnCount()):
-                item = self.table.item(row, col)
-                if item is None:
-                    continue
-                item.setBackground(SPOKEN_BRUSH if on else QBrush())
-                font = QFont(item.font())
-                font.setBold(on)
-                item.setFont(font)
 
     # ---- actions ------------------------------------------------------------------------
     def selected_row(self) -> int | None:

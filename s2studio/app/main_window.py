@@ -136,6 +136,7 @@ class MainWindow(QMainWindow):
         self.api_keys = ApiKeyStore()  # server API keys: the OS keychain, or this session only
         self.engine_devices: list[tuple[str, str]] | None = None  # None until the worker has looked
         self._pending_request: GenerateRequest | None = None
+        self._save_started = False
         self.setWindowTitle("s2studio")
         self._fit_to_screen()
         self.setAcceptDrops(True)
@@ -686,14 +687,40 @@ class MainWindow(QMainWindow):
 
     def save_project(self) -> None:
         path = self.ask_project_path(save=True)
+        self._save_started = bool(path)
         if path:
             self.takes.save_to(path)
             self.statusBar().showMessage(f"Saving the project to {path}…", 5000)
+
+    def ask_keep_current_project(self) -> str:
+        """Before another project replaces this one: "save", "discard" or "cancel" (tests answer it)."""
+        box = QMessageBox(QMessageBox.Icon.Question, "Open project",
+                          "Opening a project replaces the takes on screen. Save them as a project first?",
+                          QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
+                          | QMessageBox.StandardButton.Cancel, self)
+        answer = box.exec()
+        return {QMessageBox.StandardButton.Save: "save",
+                QMessageBox.StandardButton.Discard: "discard"}.get(QMessageBox.StandardButton(answer), "cancel")
+
+    def confirm_delete_take(self, take) -> bool:
+        """Deleting a take from the history (and the project) asks first (tests answer it)."""
+        answer = QMessageBox.question(self, "Delete take", f"Delete the take “{take.summary()}” and all its "
+                                      "sentence versions?", QMessageBox.StandardButton.Yes
+                                      | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
 
     def open_project(self) -> None:
         if self.generating:
             self.show_notice("Stop the take being generated before opening another project.")
             return
+        if self.takes.unsaved_changes and self.takes.project.takes:
+            answer = self.ask_keep_current_project()
+            if answer == "cancel":
+                return
+            if answer == "save":
+                self.save_project()  # the project is copied at once: opening another cannot change it
+                if self.takes.unsaved_changes and not self._save_started:
+                    return
         path = self.ask_project_path(save=False)
         if path and self.takes.open_file(path):
             self.statusBar().showMessage(f"Opened {path}", 5000)

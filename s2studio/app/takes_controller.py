@@ -20,7 +20,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QAction
 
 from s2studio.app import paths
 from s2studio.app.project import Project, ProjectTake, Sentence, SentenceVersion
@@ -126,6 +127,15 @@ class TakesController(QObject):
         view.compare_requested.connect(self.compare_sentence)
         view.reuse_seed.connect(self.reuse_seed)
         window.output.take_shown.connect(self._on_take_shown)
+        self.unsaved_changes = False  # since the project was last saved as (or opened from) a file
+        history = window.output.history
+        history.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        for text, slot in (("Compare with the take on screen (A/B)…", self._compare_selected),
+                           ("Reuse this take's seed", self._reuse_selected_seed),
+                           ("Delete take", self.delete_selected_take)):
+            action = QAction(text, history)
+            action.triggered.connect(slot)
+            history.addAction(action)
         window.audio.position_changed.connect(self._on_position)
         window.audio.playback_stopped.connect(lambda owner: owner == "output" and view.set_spoken(None))
 
@@ -177,6 +187,7 @@ class TakesController(QObject):
             self.window.output.replace_take(self.output_take(take))
             if self.window.segments_view.take is take:
                 self.window.segments_view.show_take(take)
+        self.unsaved_changes = True
         self._timer.start()
 
     def script_changed(self, text: str) -> None:
@@ -246,6 +257,7 @@ class TakesController(QObject):
 
     def _on_io_done(self, what: str, text: str) -> None:
         if what == "saved":
+            self.unsaved_changes = False
             self.window.error_banner.dismiss(PROJECTS)
             self.window.statusBar().showMessage(f"Project saved as {text}", 5000)
             self.saved.emit(text)
@@ -262,6 +274,7 @@ class TakesController(QObject):
             return False
         self.window.error_banner.dismiss(PROJECTS)
         self._adopt(project)
+        self.unsaved_changes = False
         self.autosave_now()
         return True
 
@@ -284,6 +297,7 @@ class TakesController(QObject):
         self.project.takes.append(take)
         self.project.current_take = take.id
         self.project.voice_id, self.project.voice_label = request.voice_id, request.voice_label
+        self.unsaved_changes = True
         self._timer.start()
         return take
 
@@ -348,6 +362,7 @@ class TakesController(QObject):
         if take is not None and index < len(take.sentences):
             take.sentences[index].locked = locked
             self.window.segments_view.show_take(take)
+            self.unsaved_changes = True
             self._timer.start()
 
     def choose_version(self, index: int, version: int) -> None:
@@ -377,6 +392,43 @@ class TakesController(QObject):
         self.window.apply_settings(s)
         self.window.statusBar().showMessage(f"The next takes use seed {take.base_seed} (Settings ▸ seed, locked).",
                                             8000)
+
+    def _selected_output_take(self) -> Take | None:
+        row = self.window.output.history.currentRow()
+        takes = self.window.output.takes
+        return takes[row] if 0 <= row < len(takes) else None
+
+    def delete_selected_take(self) -> None:
+        take = self._selected_output_take()
+        if take is None or not self.window.confirm_delete_take(take):
+            return
+        if take.key:
+            self.project.takes = [t for t in self.project.takes if t.id != take.key]
+            if self.window.segments_view.take is not None and self.window.segments_view.take.id == take.key:
+                self.window.segments_view.show_take(None)
+                self.show_script_preview()
+        self.window.output.remove_take(take.key) if take.key else None
+        self.unsaved_changes = True
+        self._timer.start()
+
+    def _reuse_selected_seed(self) -> None:
+        take = self._selected_output_take()
+        if take is not None and take.key:
+            self.window.output.select_take(take.key)
+            self.reuse_seed()
+
+    def _compare_selected(self) -> None:
+        selected = self._selected_output_take()
+        takes = self.window.output.takes
+        current = self.window.output.current
+        if selected is None or current is None or selected is current or len(takes) < 2:
+            self.compare_takes()
+            return
+        candidates = [Candidate(t.summary(), t.audio, t.sample_rate) for t in takes]
+        dialog = ABCompareDialog("Compare takes", candidates, takes.index(selected), takes.index(current),
+                                 self.window.audio, self.window)
+        dialog.picked.connect(lambda i: self.window.output.select_take(takes[i].key))
+        self._open(dialog)
 
     # ---- A/B ----------------------------------------------------------------------------------
     def compare_sentence(self, index: int) -> ABCompareDialog | None:

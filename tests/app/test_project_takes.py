@@ -254,3 +254,33 @@ def test_the_script_is_previewed_as_the_sentences_the_pipeline_will_speak(make_w
     assert [view.table.item(i, 1).text() for i in range(3)] == ["Dr. Smith arrived.", "It was 3.14 p.m. exactly!",
                                                                 "Then he left."]
     assert view.take is None and not view.regenerate_button.isEnabled()
+
+
+def test_deleting_a_take_removes_it_from_the_project_and_opening_asks_about_unsaved_takes(
+        make_window, fast_settings, tts_model, qtbot, tmp_path, isolated_dirs):
+    window = make_window(fast_settings(tts_model))
+    _generate(window, qtbot, "Keep me.")
+    path = tmp_path / "kept.s2project"
+    window.ask_project_path = lambda save: str(path)
+    with qtbot.waitSignal(window.takes.saved, timeout=20_000):
+        window.save_project()
+    _generate(window, qtbot, "Delete me.")
+    assert window.takes.unsaved_changes
+    asked = []
+    window.ask_keep_current_project = lambda: asked.append(1) or "cancel"
+    window.open_project()
+    assert asked and window.output.history.count() == 2  # cancelled: nothing replaced
+
+    window.confirm_delete_take = lambda take: take.text == "Delete me."
+    window.output.history.setCurrentRow(1)
+    delete = [a for a in window.output.history.actions() if a.text() == "Delete take"][0]
+    delete.trigger()
+    assert [t.text for t in window.takes.project.takes] == ["Keep me."]
+    assert window.output.history.count() == 1 and window.output.current.text == "Keep me."
+    assert window.segments_view.take.text == "Keep me."
+    window.takes.autosave_now().result()
+    assert len(list((isolated_dirs / "projects" / "autosave" / "audio").iterdir())) == 1  # its audio went too
+
+    window.ask_keep_current_project = lambda: "discard"
+    window.open_project()
+    assert [t.text for t in window.takes.project.takes] == ["Keep me."] and not window.takes.unsaved_changes

@@ -187,6 +187,19 @@ class OutputPanel(QWidget):
         if was_current:
             self.show_take(take)
 
+    def remove_take(self, key: str) -> None:
+        row = next((i for i, t in enumerate(self.takes) if t.key == key), None)
+        if row is None:
+            return
+        if self.takes[row] is self.current:
+            self.audio.stop() if self.audio.playing_owner == OWNER else None
+            self.current = None
+            self.waveform.set_audio(None)
+            self._update_time()
+        del self.takes[row]
+        self.history.takeItem(row)
+        self._update_buttons(self._generating)
+
     def clear_takes(self) -> None:
         self.audio.stop() if self.audio.playing_owner == OWNER else None
         self.takes.clear()

@@ -7,7 +7,8 @@ worker's thread.
 
 Error banners carry their cause (see ``Banner.dismiss``): "clip", "transcript" and "voices" come
 from the voice panel, "text" is an empty script, "engine" a failed load/take/encode (it goes
-when the engine settings change or a load succeeds), "export" a failed export.
+when the engine settings change or a load succeeds), "export" a failed export, "project" a project
+file that could not be opened or saved and "autosave" the autosaved project (app/takes_controller.py).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from s2studio.app.widgets.voice_panel import CLIP, TRANSCRIPT, VoicePanel
 from s2studio.app.widgets.welcome import WelcomePage
 from s2studio.app.worker import InferenceWorker
 from s2studio.audio import CODEC_SAMPLE_RATE, DEFAULT_MAX_REFERENCE_SECONDS, SUPPORTED_EXTENSIONS
+from s2studio.errors import S2Error
 from s2studio.engine.voices import VoiceLibrary
 
 log = logging.getLogger(__name__)
@@ -510,20 +512,26 @@ class MainWindow(QMainWindow):
     def start_job(self, request: GenerateRequest, live: bool = True) -> None:
         """Run a take (``live``: shown and played as it is made) or, with ``request.take_id``,
         regenerate sentences of a take (the take is re-assembled when they are done)."""
+        seg = Segmentation(enabled=request.segmentation, max_chars=request.segment_max_chars,
+                           pause_ms=request.pause_ms)
+        try:
+            all_segments = split_request_text(request.text, seg)
+        except S2Error as err:  # e.g. a hand-edited settings file with an impossible limit
+            self.show_problem(str(err), TEXT)
+            self.segments_view.set_busy(set())
+            return
         self.error_banner.hide()
         self.audio.stop()
         self.generating = True
         self._live_started = False
         self._live_output = live
-        seg = Segmentation(enabled=request.segmentation, max_chars=request.segment_max_chars,
-                           pause_ms=request.pause_ms)
-        segments = [(x.index, x.text) for x in split_request_text(request.text, seg)
+        segments = [(x.index, x.text) for x in all_segments
                     if request.only_segments is None or x.index in request.only_segments]
         self._eta = EtaEstimator(segments, request.sampling.max_new_tokens)
         self.generate_bar.set_running(True)
         self.generate_bar.stats.setText("")
         if live:
-            self.segments_view.show_preview([x.text for x in split_request_text(request.text, seg)])
+            self.segments_view.show_preview([x.text for x in all_segments])
             self.output.begin_live(estimated_seconds(request.text))
         self.submit_request.emit(request)
 

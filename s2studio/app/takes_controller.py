@@ -162,6 +162,7 @@ class TakesController(QObject):
     def _adopt(self, project: Project) -> None:
         self.project = project
         output = self.window.output
+        self.window.segments_view.show_take(None)
         output.clear_takes()
         for take in project.takes:
             output.add_take(self.output_take(take))

@@ -284,3 +284,27 @@ def test_deleting_a_take_removes_it_from_the_project_and_opening_asks_about_unsa
     window.ask_keep_current_project = lambda: "discard"
     window.open_project()
     assert [t.text for t in window.takes.project.takes] == ["Keep me."] and not window.takes.unsaved_changes
+
+
+def test_switching_a_to_b_while_playing_continues_at_the_same_moment(qtbot, fake_sd):
+    from s2studio.app.audio_service import AudioService
+    from s2studio.app.widgets.ab_compare import ABCompareDialog, Candidate
+
+    audio = AudioService()
+    rate = 44100
+    a = Candidate("A take", np.full(3 * rate, 0.25, np.float32), rate)
+    b = Candidate("B take", np.full(3 * rate, -0.5, np.float32), rate)
+    dialog = ABCompareDialog("Compare", [a, b], 0, 1, audio)
+    qtbot.addWidget(dialog)
+    picked = []
+    dialog.picked.connect(picked.append)
+    dialog.show()
+    dialog.play_buttons["A"].click()
+    assert dialog.playing == "A" and dialog.play_buttons["A"].text().startswith("❚❚")
+    qtbot.waitUntil(lambda: dialog._position > rate // 2, timeout=5000)
+    at = dialog._position
+    dialog.play_buttons["B"].click()
+    assert dialog.playing == "B" and audio._source.position >= at  # B starts where A was
+    qtbot.waitUntil(lambda: any((block == -0.5).any() for block in fake_sd.played[-3:]), timeout=5000)
+    dialog.keep_buttons["B"].click()
+    assert picked == [1] and audio.playing_owner == ""

@@ -191,9 +191,10 @@ def load_project_file(path: str | os.PathLike) -> Project:
 
 
 # ---- the autosave folder ---------------------------------------------------------------------
-def save_project_folder(project: Project, folder: str | os.PathLike) -> None:
+def save_project_folder(project: Project, folder: str | os.PathLike, removable: set[str] | None = None) -> None:
     """New versions' WAVs first (each written once), then the manifest (atomic), then the WAVs
-    no take uses any more: every state on disk is a complete project."""
+    no take uses any more: every state on disk is a complete project. ``removable``: the only
+    WAV names that may be removed (those this session knew); None: any unused one."""
     folder = Path(folder)
     audio_dir = folder / AUDIO_FOLDER
     audio_dir.mkdir(parents=True, exist_ok=True)
@@ -207,7 +208,7 @@ def save_project_folder(project: Project, folder: str | os.PathLike) -> None:
         fh.write(_manifest_bytes(manifest_of(project)))
     used = {Path(_audio_name(v)).name for v in versions}
     for entry in audio_dir.iterdir():
-        if entry.suffix == ".wav" and entry.name not in used:
+        if entry.suffix == ".wav" and entry.name not in used and (removable is None or entry.name in removable):
             remove_quietly(str(entry))
 
 

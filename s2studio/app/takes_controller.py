@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QLockFile, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction
 
 from s2studio.app import paths
@@ -32,6 +32,7 @@ from s2studio.app.project_file import (
     load_project_folder,
     save_project_file,
     save_project_folder,
+    versions_of,
 )
 from s2studio.app.requests import FinishedTake, GenerateRequest
 from s2studio.app.widgets.ab_compare import ABCompareDialog, Candidate
@@ -104,6 +105,8 @@ class TakesController(QObject):
         self.project = Project()
         self.autosave_folder = paths.autosave_dir()
         self._references: dict[str, tuple[np.ndarray, str]] = {}  # take id -> unsaved clip (this session)
+        self._known_audio: set[str] = set()  # WAV names of versions this session had: the only ones it removes
+        self._lock: QLockFile | None = None
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="project-io")
         self._pending: list[Future] = []
         self._closed = False
@@ -140,9 +143,30 @@ class TakesController(QObject):
         window.audio.playback_stopped.connect(lambda owner: owner == "output" and view.set_spoken(None))
 
     # ---- the project --------------------------------------------------------------------------
+    def _claim_autosave(self) -> None:
+        """One running s2studio per autosave folder: a second one (another process) keeps its
+        project in a folder of its own beside it, so neither overwrites the other's takes."""
+        self.autosave_folder.parent.mkdir(parents=True, exist_ok=True)
+        lock = QLockFile(str(self.autosave_folder) + ".lock")
+        lock.setStaleLockTime(0)  # stale only when its process is gone, however long it has run
+        if lock.tryLock(200):
+            self._lock = lock
+            return
+        info = lock.getLockInfo()  # PySide6: (pid, host name, app name)
+        pid = info[-3] if isinstance(info, tuple) and len(info) >= 3 else None
+        if pid == os.getpid():  # another window of this same process (tests): they take turns
+            return
+        self.autosave_folder = self.autosave_folder.with_name(f"{self.autosave_folder.name}-{os.getpid()}")
+        self.window.show_notice(f"Another s2studio is open: this window's takes are saved in "
+                                f"{self.autosave_folder} (File ▸ Save project… keeps them in a file).")
+
     def restore(self) -> None:
         """At start: the autosaved project, or a banner and a fresh one if it cannot be read (the
         damaged folder is moved aside, untouched, so nothing is lost)."""
+        try:
+            self._claim_autosave()
+        except OSError as err:
+            log.warning("autosave folder %s: %s", self.autosave_folder, err)
         try:
             project = load_project_folder(self.autosave_folder)
         except ProjectFileError as err:
@@ -161,6 +185,7 @@ class TakesController(QObject):
 
     def _adopt(self, project: Project) -> None:
         self.project = project
+        self._known_audio |= {f"{v.id}.wav" for v in versions_of(project)}
         output = self.window.output
         self.window.segments_view.show_take(None)
         output.clear_takes()
@@ -212,10 +237,12 @@ class TakesController(QObject):
     def autosave_now(self) -> Future | None:
         self._timer.stop()
         copy, folder = snapshot(self.project), self.autosave_folder
+        self._known_audio |= {f"{v.id}.wav" for v in versions_of(copy)}
+        removable = set(self._known_audio)
 
         def work():
             try:
-                save_project_folder(copy, folder)
+                save_project_folder(copy, folder, removable)
             except OSError as err:
                 log.warning("autosave to %s failed: %s", folder, err)
                 self._io_done.emit(AUTOSAVE, f"The project could not be saved automatically in {folder} "
@@ -255,6 +282,9 @@ class TakesController(QObject):
         for f in list(self._pending):
             f.result()
         self._io.shutdown(wait=True)
+        if self._lock is not None:
+            self._lock.unlock()
+            self._lock = None
 
     def _on_io_done(self, what: str, text: str) -> None:
         if what == "saved":

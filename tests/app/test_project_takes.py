@@ -308,3 +308,23 @@ def test_switching_a_to_b_while_playing_continues_at_the_same_moment(qtbot, fake
     qtbot.waitUntil(lambda: any((block == -0.5).any() for block in fake_sd.played[-3:]), timeout=5000)
     dialog.keep_buttons["B"].click()
     assert picked == [1] and audio.playing_owner == ""
+
+
+def test_a_second_running_app_keeps_its_takes_in_a_folder_of_its_own(make_window, fast_settings, tts_model,
+                                                                   isolated_dirs):
+    import subprocess
+    import sys
+
+    folder = isolated_dirs / "projects"
+    folder.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from PySide6.QtCore import QLockFile; "
+        f"lock = QLockFile({str(folder / 'autosave.lock')!r}); lock.tryLock(1000); print('locked', flush=True); "
+        "sys.stdin.readline()")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        window = make_window(fast_settings(tts_model))
+        assert window.takes.autosave_folder.name.startswith("autosave-")
+        assert window.notice_banner.isVisible() and "Another s2studio is open" in window.notice_banner.text
+    finally:
+        holder.communicate("\n", timeout=20)

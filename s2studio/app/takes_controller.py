@@ -107,6 +107,7 @@ class TakesController(QObject):
         self._references: dict[str, tuple[np.ndarray, str]] = {}  # take id -> unsaved clip (this session)
         self._known_audio: set[str] = set()  # WAV names of versions this session had: the only ones it removes
         self._lock: QLockFile | None = None
+        self._claimed = False
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="project-io")
         self._pending: list[Future] = []
         self._closed = False
@@ -145,7 +146,12 @@ class TakesController(QObject):
     # ---- the project --------------------------------------------------------------------------
     def _claim_autosave(self) -> None:
         """One running s2studio per autosave folder: a second one (another process) keeps its
-        project in a folder of its own beside it, so neither overwrites the other's takes."""
+        project in a folder of its own beside it, so neither overwrites the other's takes. Claimed
+        at start when the folder exists, else before the first save (nothing is created on disk
+        until there is something to keep)."""
+        if self._claimed:
+            return
+        self._claimed = True
         self.autosave_folder.parent.mkdir(parents=True, exist_ok=True)
         lock = QLockFile(str(self.autosave_folder) + ".lock")
         lock.setStaleLockTime(0)  # stale only when its process is gone, however long it has run
@@ -160,13 +166,17 @@ class TakesController(QObject):
         self.window.show_notice(f"Another s2studio is open: this window's takes are saved in "
                                 f"{self.autosave_folder} (File ▸ Save project… keeps them in a file).")
 
+    def _claim_or_warn(self) -> None:
+        try:
+            self._claim_autosave()
+        except OSError as err:  # the save itself will report a folder that cannot be written
+            log.warning("autosave folder %s: %s", self.autosave_folder, err)
+
     def restore(self) -> None:
         """At start: the autosaved project, or a banner and a fresh one if it cannot be read (the
         damaged folder is moved aside, untouched, so nothing is lost)."""
-        try:
-            self._claim_autosave()
-        except OSError as err:
-            log.warning("autosave folder %s: %s", self.autosave_folder, err)
+        if self.autosave_folder.parent.is_dir():
+            self._claim_or_warn()
         try:
             project = load_project_folder(self.autosave_folder)
         except ProjectFileError as err:
@@ -236,6 +246,7 @@ class TakesController(QObject):
     # ---- saving -------------------------------------------------------------------------------
     def autosave_now(self) -> Future | None:
         self._timer.stop()
+        self._claim_or_warn()
         copy, folder = snapshot(self.project), self.autosave_folder
         self._known_audio |= {f"{v.id}.wav" for v in versions_of(copy)}
         removable = set(self._known_audio)

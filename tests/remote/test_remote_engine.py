@@ -226,3 +226,15 @@ def test_pcm_decoder_handles_split_reads_and_a_live_wav_header():
         out = np.concatenate(pieces + [decoder.finish()])
         np.testing.assert_array_equal(out, want.astype(np.float32))
         assert decoder.sample_rate == (22050 if data[:4] == b"RIFF" else 44100)
+
+
+def test_one_segment_regenerated_remotely_with_its_own_seed_matches_the_local_one(served, local_pipeline, voices):
+    """The studio regenerates one sentence with a seed of its own (``segment_seeds``) through a
+    server too: the same samples as locally, and the result reports that seed."""
+    request = SynthesisRequest(text="Hello there. How are you today?", generation=GREEDY, only_segments=(1,),
+                               segment_seeds={1: 4242}, segmentation=Segmentation(enabled=True, pause_ms=120))
+    local_pipeline._voices = voices
+    _, local = take(local_pipeline, request)
+    _, remote = take(RemoteEngine(RemoteSettings(served.url), voices=voices), request)
+    assert [s.seed for s in remote.segments] == [s.seed for s in local.segments] == [4242]
+    np.testing.assert_array_equal(remote.audio, local.audio)

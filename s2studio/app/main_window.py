@@ -20,7 +20,6 @@ from PySide6.QtCore import QEvent, QObject, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
-    QFileDialog,
     QFrame,
     QLabel,
     QMainWindow,
@@ -32,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from s2studio.app import paths, scripts
+from s2studio.app import paths, scripts, window_state
 from s2studio.app.audio_service import AudioService
 from s2studio.app.requests import (
     FinishedTake,
@@ -138,7 +137,6 @@ class MainWindow(QMainWindow):
         self.api_keys = ApiKeyStore()  # server API keys: the OS keychain, or this session only
         self.engine_devices: list[tuple[str, str]] | None = None  # None until the worker has looked
         self._pending_request: GenerateRequest | None = None
-        self._save_started = False
         self.setWindowTitle("s2studio")
         self._fit_to_screen()
         self.setAcceptDrops(True)
@@ -184,7 +182,7 @@ class MainWindow(QMainWindow):
         if self.segments_view.take is None:
             self.takes.show_script_preview()
         self.editor.text_changed.connect(lambda: self.takes.script_changed(self.editor.text()))
-        self._restore_window_state()
+        window_state.restore(self, self.settings)
 
         if notice:
             self.show_notice(notice)
@@ -280,8 +278,8 @@ class MainWindow(QMainWindow):
         self.export_action = action(file_menu, "Export…", self.output.export_current, "Ctrl+S")
         self.export_sentences_action = file_menu.addAction("Export sentences…", self.output.export_sentences_current)
         file_menu.addSeparator()
-        self.save_project_action = file_menu.addAction("Save project…", self.save_project)
-        self.open_project_action = file_menu.addAction("Open project…", self.open_project)
+        self.save_project_action = file_menu.addAction("Save project…", lambda: self.takes.save_project())
+        self.open_project_action = file_menu.addAction("Open project…", lambda: self.takes.open_project())
         self.compare_action = file_menu.addAction("Compare takes A/B…", lambda: self.takes.compare_takes())
         file_menu.addSeparator()
         file_menu.addAction("Quit", QKeySequence.StandardKey.Quit, self.close)
@@ -681,58 +679,7 @@ class MainWindow(QMainWindow):
         if self.voice_panel.load_reference_file(path):  # the panel dismisses the clip's old problem
             self.statusBar().showMessage(f"Reference: {path.name}", 5000)
 
-    # ---- projects ---------------------------------------------------------------------------
-    def ask_project_path(self, save: bool) -> str | None:
-        """A separate method so tests can answer it without a modal dialog."""
-        folder = self.settings.last_export_dir
-        if save:
-            path, _ = QFileDialog.getSaveFileName(self, "Save project", self.takes.suggested_path(folder),
-                                                  "s2studio project (*.s2project)")
-        else:
-            path, _ = QFileDialog.getOpenFileName(self, "Open project", folder or str(Path.home()),
-                                                  "s2studio project (*.s2project);;All files (*)")
-        return path or None
-
-    def save_project(self) -> None:
-        path = self.ask_project_path(save=True)
-        self._save_started = bool(path)
-        if path:
-            self.takes.save_to(path)
-            self.statusBar().showMessage(f"Saving the project to {path}…", 5000)
-
-    def ask_keep_current_project(self) -> str:
-        """Before another project replaces this one: "save", "discard" or "cancel" (tests answer it)."""
-        box = QMessageBox(QMessageBox.Icon.Question, "Open project",
-                          "Opening a project replaces the takes on screen. Save them as a project first?",
-                          QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
-                          | QMessageBox.StandardButton.Cancel, self)
-        answer = box.exec()
-        return {QMessageBox.StandardButton.Save: "save",
-                QMessageBox.StandardButton.Discard: "discard"}.get(QMessageBox.StandardButton(answer), "cancel")
-
-    def confirm_delete_take(self, take) -> bool:
-        """Deleting a take from the history (and the project) asks first (tests answer it)."""
-        answer = QMessageBox.question(self, "Delete take", f"Delete the take “{take.summary()}” and all its "
-                                      "sentence versions?", QMessageBox.StandardButton.Yes
-                                      | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
-        return answer == QMessageBox.StandardButton.Yes
-
-    def open_project(self) -> None:
-        if self.generating:
-            self.show_notice("Stop the take being generated before opening another project.")
-            return
-        if self.takes.unsaved_changes and self.takes.project.takes:
-            answer = self.ask_keep_current_project()
-            if answer == "cancel":
-                return
-            if answer == "save":
-                self.save_project()  # the project is copied at once: opening another cannot change it
-                if self.takes.unsaved_changes and not self._save_started:
-                    return
-        path = self.ask_project_path(save=False)
-        if path and self.takes.open_file(path):
-            self.statusBar().showMessage(f"Opened {path}", 5000)
-
+    # ---- projects (the dialogs and actions are in app/takes_controller.py) -------------------------
     def confirm_quit(self) -> bool:
         """Asked when the window closes while a take is being generated (tests answer it)."""
         answer = QMessageBox.question(self, "Quit s2studio?", "A take is being generated. Quit anyway? "
@@ -741,28 +688,11 @@ class MainWindow(QMainWindow):
                                       QMessageBox.StandardButton.No)
         return answer == QMessageBox.StandardButton.Yes
 
-    def _restore_window_state(self) -> None:
-        from PySide6.QtCore import QByteArray
-
-        try:
-            if self.settings.window_geometry:
-                self.restoreGeometry(QByteArray(bytes.fromhex(self.settings.window_geometry)))
-            for splitter, state in zip((self.main_splitter, self.script_splitter), self.settings.splitter_states):
-                if isinstance(state, str) and state:
-                    splitter.restoreState(QByteArray(bytes.fromhex(state)))
-        except ValueError:  # a hand-edited settings file: the default layout
-            log.warning("window state in the settings is not usable; using the default layout")
-
-    def _remember_window_state(self) -> None:
-        self.settings.window_geometry = bytes(self.saveGeometry().data()).hex()
-        self.settings.splitter_states = [bytes(sp.saveState().data()).hex()
-                                         for sp in (self.main_splitter, self.script_splitter)]
-
     def closeEvent(self, event) -> None:
         if self.generating and not self.confirm_quit():
             event.ignore()
             return
-        self._remember_window_state()
+        window_state.remember(self, self.settings)
         self.takes.project.script = self.editor.text()
         self.takes.flush()
         self.worker.cancel()

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QLockFile, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from s2studio.app import paths
 from s2studio.app.project import Project, ProjectTake, Sentence, SentenceVersion
@@ -442,7 +443,7 @@ class TakesController(QObject):
 
     def delete_selected_take(self) -> None:
         take = self._selected_output_take()
-        if take is None or not self.window.confirm_delete_take(take):
+        if take is None or not self.confirm_delete_take(take):
             return
         if take.key:
             self.project.takes = [t for t in self.project.takes if t.id != take.key]
@@ -521,6 +522,53 @@ class TakesController(QObject):
         if owner == "output" and view.take is not None and current is not None and current.key == view.take.id:
             view.set_spoken(view.take.sentence_at(sample))
 
-    @staticmethod
-    def suggested_path(folder: str) -> str:
-        return str(Path(folder or Path.home()) / f"s2studio-{time.strftime('%Y%m%d-%H%M')}{PROJECT_SUFFIX}")
+    # ---- File ▸ Save project… / Open project… --------------------------------------------------
+    def ask_project_path(self, save: bool) -> str | None:
+        """A separate method so tests can answer it without a modal dialog."""
+        folder = self.window.settings.last_export_dir or str(Path.home())
+        if save:
+            name = f"s2studio-{time.strftime('%Y%m%d-%H%M')}{PROJECT_SUFFIX}"
+            path, _ = QFileDialog.getSaveFileName(self.window, "Save project", str(Path(folder) / name),
+                                                  f"s2studio project (*{PROJECT_SUFFIX})")
+        else:
+            path, _ = QFileDialog.getOpenFileName(self.window, "Open project", folder,
+                                                  f"s2studio project (*{PROJECT_SUFFIX});;All files (*)")
+        return path or None
+
+    def ask_keep_current_project(self) -> str:
+        """Before another project replaces this one: "save", "discard" or "cancel" (tests answer it)."""
+        box = QMessageBox(QMessageBox.Icon.Question, "Open project",
+                          "Opening a project replaces the takes on screen. Save them as a project first?",
+                          QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
+                          | QMessageBox.StandardButton.Cancel, self.window)
+        answer = QMessageBox.StandardButton(box.exec())
+        return {QMessageBox.StandardButton.Save: "save", QMessageBox.StandardButton.Discard: "discard"}.get(
+            answer, "cancel")
+
+    def confirm_delete_take(self, take: Take) -> bool:
+        """Deleting a take from the history (and the project) asks first (tests answer it)."""
+        answer = QMessageBox.question(self.window, "Delete take", f"Delete the take “{take.summary()}” and all "
+                                      "its sentence versions?", QMessageBox.StandardButton.Yes
+                                      | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def save_project(self) -> bool:
+        """Ask where, then save in the background (``saved`` or a banner). False: no path chosen."""
+        path = self.ask_project_path(save=True)
+        if path:
+            self.save_to(path)
+            self.window.statusBar().showMessage(f"Saving the project to {path}…", 5000)
+        return bool(path)
+
+    def open_project(self) -> None:
+        if self.window.generating:
+            self.window.show_notice("Stop the take being generated before opening another project.")
+            return
+        if self.unsaved_changes and self.project.takes:
+            answer = self.ask_keep_current_project()
+            # "save": the project is copied at once, so opening another cannot change what is saved
+            if answer == "cancel" or (answer == "save" and not self.save_project()):
+                return
+        path = self.ask_project_path(save=False)
+        if path and self.open_file(path):
+            self.window.statusBar().showMessage(f"Opened {path}", 5000)

@@ -130,22 +130,22 @@ def test_project_file_round_trip_and_a_damaged_file_is_a_banner(make_window, fas
     window = _three_sentences(make_window, fast_settings, tts_model)
     _generate(window, qtbot)
     path = tmp_path / "episode.s2project"
-    window.ask_project_path = lambda save: str(tmp_path / "episode")  # the suffix is added
+    window.takes.ask_project_path = lambda save: str(tmp_path / "episode")  # the suffix is added
     with qtbot.waitSignal(window.takes.saved, timeout=20_000):
-        window.save_project()
+        window.takes.save_project()
     assert load_project_file(path).takes[0].base_seed == window.output.current.seed
 
     damaged = tmp_path / "damaged.s2project"
     damaged.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    window.ask_project_path = lambda save: str(damaged)
-    window.open_project()
+    window.takes.ask_project_path = lambda save: str(damaged)
+    window.takes.open_project()
     assert window.error_banner.isVisible() and "damaged.s2project" in window.error_banner.text
     assert window.output.history.count() == 1  # nothing on screen was lost
     assert damaged.stat().st_size == path.stat().st_size // 2  # and the file is left as it was
 
     window.output.clear_takes()
-    window.ask_project_path = lambda save: str(path)
-    window.open_project()
+    window.takes.ask_project_path = lambda save: str(path)
+    window.takes.open_project()
     assert not window.error_banner.isVisible()
     assert window.output.history.count() == 1 and window.segments_view.table.rowCount() == 3
 
@@ -261,17 +261,17 @@ def test_deleting_a_take_removes_it_from_the_project_and_opening_asks_about_unsa
     window = make_window(fast_settings(tts_model))
     _generate(window, qtbot, "Keep me.")
     path = tmp_path / "kept.s2project"
-    window.ask_project_path = lambda save: str(path)
+    window.takes.ask_project_path = lambda save: str(path)
     with qtbot.waitSignal(window.takes.saved, timeout=20_000):
-        window.save_project()
+        window.takes.save_project()
     _generate(window, qtbot, "Delete me.")
     assert window.takes.unsaved_changes
     asked = []
-    window.ask_keep_current_project = lambda: asked.append(1) or "cancel"
-    window.open_project()
+    window.takes.ask_keep_current_project = lambda: asked.append(1) or "cancel"
+    window.takes.open_project()
     assert asked and window.output.history.count() == 2  # cancelled: nothing replaced
 
-    window.confirm_delete_take = lambda take: take.text == "Delete me."
+    window.takes.confirm_delete_take = lambda take: take.text == "Delete me."
     window.output.history.setCurrentRow(1)
     delete = [a for a in window.output.history.actions() if a.text() == "Delete take"][0]
     delete.trigger()
@@ -281,8 +281,8 @@ def test_deleting_a_take_removes_it_from_the_project_and_opening_asks_about_unsa
     window.takes.autosave_now().result()
     assert len(list((isolated_dirs / "projects" / "autosave" / "audio").iterdir())) == 1  # its audio went too
 
-    window.ask_keep_current_project = lambda: "discard"
-    window.open_project()
+    window.takes.ask_keep_current_project = lambda: "discard"
+    window.takes.open_project()
     assert [t.text for t in window.takes.project.takes] == ["Keep me."] and not window.takes.unsaved_changes
 
 

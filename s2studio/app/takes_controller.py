@@ -326,7 +326,10 @@ class TakesController(QObject):
         """A new take (complete, or stopped: the sentences not reached have no version yet)."""
         request, result = finished.request, finished.result
         settings = take_settings(request)
-        segments = split_request_text(request.text, segmentation_of(settings), int(result.seed))
+        # The segments the engine really used (a text too long for the model's context is split
+        # further); a server's result does not list them: the same split, made here.
+        segments = getattr(result, "all_segments", None) or split_request_text(
+            request.text, segmentation_of(settings), int(result.seed))
         sentences = [Sentence(s.text, s.pause_after_ms) for s in segments]
         for seg in result.segments:
             if seg.index < len(sentences) and (len(segment_audio(result, seg)) or seg.stop_reason != "cancelled"):

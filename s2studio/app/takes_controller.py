@@ -229,8 +229,11 @@ class TakesController(QObject):
 
     def script_changed(self, text: str) -> None:
         self.project.script = text
-        if self.window.segments_view.take is None:
+        view = self.window.segments_view
+        if view.take is None:
             self._preview_timer.start()
+        else:
+            view.set_script_differs(text.strip() != view.take.text.strip())
         self._timer.start()
 
     def show_script_preview(self) -> None:
@@ -517,7 +520,9 @@ class TakesController(QObject):
         project_take = self.project.take(take.key) if take.key else None
         if project_take is not None:
             self.project.current_take = project_take.id
-            self.window.segments_view.show_take(project_take)
+            view = self.window.segments_view
+            view.script_differs = self.window.editor.text().strip() != project_take.text.strip()
+            view.show_take(project_take)
 
     def _on_position(self, owner: str, sample: int) -> None:
         view = self.window.segments_view

@@ -328,3 +328,29 @@ def test_a_second_running_app_keeps_its_takes_in_a_folder_of_its_own(make_window
         assert window.notice_banner.isVisible() and "Another s2studio is open" in window.notice_banner.text
     finally:
         holder.communicate("\n", timeout=20)
+
+
+def test_sentence_keys_and_a_hint_when_the_script_has_changed_since_the_take(make_window, fast_settings, tts_model,
+                                                                           qtbot, seeds):
+    from PySide6.QtCore import Qt
+
+    window = _three_sentences(make_window, fast_settings, tts_model)
+    _generate(window, qtbot)
+    view, take = window.segments_view, window.segments_view.take
+    assert "script has changed" not in view.title.text()
+    view.table.setFocus()
+    view.table.selectRow(2)
+    qtbot.keyClick(view.table, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
+    assert take.sentences[2].locked and view.table.item(2, 3).checkState() == Qt.CheckState.Checked
+    qtbot.keyClick(view.table, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
+    assert not take.sentences[2].locked
+    with qtbot.waitSignal(window.worker.finished, timeout=60_000):
+        qtbot.keyClick(view.table, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: not window.generating, timeout=5000)
+    assert len(take.sentences[2].versions) == 2
+    qtbot.keyClick(view.table, Qt.Key.Key_Left, Qt.KeyboardModifier.AltModifier)
+    assert take.sentences[2].chosen == 0
+    window.editor.set_text(SCRIPT + " And more.")
+    assert "script has changed since" in view.title.text()
+    window.editor.set_text(SCRIPT)
+    assert "script has changed" not in view.title.text()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtGui import QBrush, QColor, QFont, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -81,7 +81,7 @@ class SegmentsView(QWidget):
         self.play_button.clicked.connect(lambda: self._emit_for_selected(self.play_from))
         self.regenerate_button = QPushButton("↻ Regenerate")
         self.regenerate_button.setToolTip("Generate the selected sentence again with a new seed; the other "
-                                          "sentences keep their audio")
+                                          "sentences keep their audio (Ctrl+R)")
         self.regenerate_button.clicked.connect(lambda: self._emit_for_selected(self.regenerate))
         self.previous_button = QPushButton("◀")
         self.previous_button.setToolTip("Use the sentence's previous version")
@@ -107,6 +107,13 @@ class SegmentsView(QWidget):
         row.addWidget(self.unlocked_button)
         row.addWidget(self.seed_button)
         layout.addLayout(row)
+        # keys while the table has focus: Enter plays from the sentence, Ctrl+R regenerates it,
+        # Ctrl+L locks or unlocks it, Alt+Left / Alt+Right step through its versions
+        for keys, action in (("Return", self.play_button.click), ("Enter", self.play_button.click),
+                             ("Ctrl+R", self.regenerate_button.click), ("Ctrl+L", self._toggle_lock),
+                             ("Alt+Left", self.previous_button.click), ("Alt+Right", self.next_button.click)):
+            QShortcut(QKeySequence(keys), self.table, action, context=Qt.ShortcutContext.WidgetShortcut)
+        self.script_differs = False
         self._update_buttons()
 
     # ---- content --------------------------------------------------------------------------
@@ -126,7 +133,9 @@ class SegmentsView(QWidget):
         stamp = time.strftime("%H:%M:%S", time.localtime(take.created))
         locked = sum(s.locked for s in take.sentences)
         self.title.setText(f"Take of {stamp} · {take.voice_label or 'model voice'} · seed {take.base_seed} · "
-                           f"{len(take.sentences)} sentence(s)" + (f", {locked} locked" if locked else ""))
+                           f"{len(take.sentences)} sentence(s)" + (f", {locked} locked" if locked else "")
+                           + (" · the script has changed since: Generate makes a new take" if self.script_differs
+                              else ""))
         self._fill([(s.text, version_text(take, i), s.locked) for i, s in enumerate(take.sentences)])
 
     def _fill(self, rows: list[tuple[str, str, bool | None]]) -> None:
@@ -210,6 +219,17 @@ class SegmentsView(QWidget):
         target = s.chosen + delta
         if 0 <= target < len(s.versions):
             self.version_chosen.emit(row, target)
+
+    def _toggle_lock(self) -> None:
+        row = self.selected_row()
+        if self.take is not None and row is not None:
+            self.lock_toggled.emit(row, not self.take.sentences[row].locked)
+
+    def set_script_differs(self, differs: bool) -> None:
+        """The script was edited since the take on screen was made: say so in the title."""
+        if differs != self.script_differs:
+            self.script_differs = differs
+            self.show_take(self.take) if self.take is not None else None
 
     def _on_item_changed(self, item: QTableWidgetItem) -> None:
         if self._filling or item.column() != LOCK or self.take is None or item.row() >= len(self.take.sentences):

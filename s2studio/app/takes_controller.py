@@ -63,10 +63,10 @@ def segmentation_of(settings: dict) -> Segmentation:
 
 
 def take_settings(request: GenerateRequest) -> dict:
-    s = request.sampling
     return {
-        "sampling": {"temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
-                     "max_new_tokens": s.max_new_tokens},
+        # every sampling field but the seed (the take's base seed), so a regenerated sentence is
+        # sampled exactly as the take was
+        "sampling": {k: v for k, v in dataclasses.asdict(request.sampling).items() if k != "seed"},
         "segmentation": {"enabled": request.segmentation, "max_chars": request.segment_max_chars,
                          "pause_ms": request.pause_ms},
         "postprocess": {"trim_silence": request.trim_silence, "normalize": request.normalize,
@@ -88,6 +88,9 @@ def segment_audio(result, seg) -> np.ndarray:
     if getattr(seg, "audio", None) is not None:
         return np.asarray(seg.audio, np.float32)
     return np.asarray(result.audio[seg.start_sample:seg.end_sample], np.float32)
+
+
+SAMPLING_FIELDS = {f.name for f in dataclasses.fields(GenerationParams)} - {"seed"}
 
 
 def new_seed() -> int:
@@ -335,9 +338,10 @@ class TakesController(QObject):
             request.text, segmentation_of(settings), int(result.seed))
         sentences = [Sentence(s.text, s.pause_after_ms) for s in segments]
         for seg in result.segments:
-            if seg.index < len(sentences) and (len(segment_audio(result, seg)) or seg.stop_reason != "cancelled"):
-                sentences[seg.index].add_version(SentenceVersion(int(seg.seed), segment_audio(result, seg),
-                                                                 result.sample_rate, seg.stop_reason))
+            audio = segment_audio(result, seg)
+            if seg.index < len(sentences) and (len(audio) or seg.stop_reason != "cancelled"):
+                sentences[seg.index].add_version(SentenceVersion(int(seg.seed), audio, result.sample_rate,
+                                                                 seg.stop_reason))
         take = ProjectTake(text=request.text, sentences=sentences, base_seed=int(result.seed),
                            voice_id=request.voice_id, voice_label=request.voice_label, settings=settings,
                            stopped=bool(result.cancelled), stats=stats)
@@ -378,9 +382,9 @@ class TakesController(QObject):
         settings = take.settings
         reference = self._references.get(take.id)
         if settings.get("voice_kind") == "reference" and reference is None:
-            self.window.show_problem("This take was made with an unsaved reference clip, which is not kept in the "
-                                     "project; save the clip as a voice to regenerate sentences of new takes.",
-                                     PROJECTS)
+            self.window.show_problem("This take was made with an unsaved reference clip, which projects do not "
+                                     "keep, so its sentences cannot be regenerated after a restart. Save the clip "
+                                     "as a voice and use it for new takes.", PROJECTS)
             return False
         sampling = settings.get("sampling", {})
         seg = segmentation_of(settings)
@@ -388,9 +392,7 @@ class TakesController(QObject):
         request = GenerateRequest(
             engine=self.window.engine_config(), text=take.text, voice_id=take.voice_id,
             reference_audio=reference[0] if reference else None, reference_text=reference[1] if reference else "",
-            sampling=GenerationParams(max_new_tokens=int(sampling.get("max_new_tokens", 1024)),
-                                      temperature=float(sampling.get("temperature", 0.8)),
-                                      top_p=float(sampling.get("top_p", 0.8)), top_k=int(sampling.get("top_k", 30)),
+            sampling=GenerationParams(**{k: v for k, v in sampling.items() if k in SAMPLING_FIELDS},
                                       seed=take.base_seed),
             segmentation=seg.enabled, segment_max_chars=seg.max_chars, pause_ms=seg.pause_ms,
             trim_silence=bool(post.get("trim_silence")), normalize=bool(post.get("normalize")),

@@ -354,3 +354,32 @@ def test_sentence_keys_and_a_hint_when_the_script_has_changed_since_the_take(mak
     assert "script has changed since" in view.title.text()
     window.editor.set_text(SCRIPT)
     assert "script has changed" not in view.title.text()
+
+
+def test_a_take_of_an_unsaved_clip_regenerates_in_its_session_and_says_why_not_after_a_restart(
+        make_window, fast_settings, clone_dir, tmp_path, qtbot, seeds):
+    import shutil
+
+    folder = tmp_path / "clone"
+    folder.mkdir()
+    for name in ("model.gguf", "tokenizer.json"):
+        shutil.copy(clone_dir / name, folder / name)
+    settings = fast_settings(folder / "model.gguf", segmentation_enabled=True)
+    window = make_window(settings)
+    assert window.voice_panel.load_reference_file(clone_dir / "reference.wav")
+    window.voice_panel.transcript.setPlainText("The quick brown fox jumps over the lazy dog.")
+    finished = _generate(window, qtbot, "First one. Second one.")
+    assert finished.request.reference_audio is not None
+    view = window.segments_view
+    view.table.selectRow(1)
+    with qtbot.waitSignal(window.worker.finished, timeout=60_000) as blocker:
+        view.regenerate_button.click()
+    assert blocker.args[0].request.reference_audio is finished.request.reference_audio  # the same clip
+    qtbot.waitUntil(lambda: not window.generating, timeout=5000)
+    window.close()
+
+    again = make_window(settings)
+    again.segments_view.table.selectRow(0)
+    again.segments_view.regenerate_button.click()
+    assert not again.generating
+    assert again.error_banner.isVisible() and "unsaved reference clip" in again.error_banner.text

@@ -176,6 +176,8 @@ class MainWindow(QMainWindow):
         QApplication.instance().installEventFilter(self._drop_catcher)
         # The takes model (app/takes_controller.py): the autosaved project, the sentence view.
         self._live_output = True  # False while sentences of a take are regenerated
+        self.live_starts: dict[int, int] = {}
+        self._chunk_start = 0
         self._eta: EtaEstimator | None = None
         self.takes = TakesController(self)
         self.takes.restore()
@@ -523,6 +525,8 @@ class MainWindow(QMainWindow):
         self.generating = True
         self._live_started = False
         self._live_output = live
+        self.live_starts: dict[int, int] = {}  # sentence -> its first sample in the live take
+        self._chunk_start = 0
         segments = [(x.index, x.text) for x in all_segments
                     if request.only_segments is None or x.index in request.only_segments]
         self._eta = EtaEstimator(segments, request.sampling.max_new_tokens)
@@ -569,12 +573,17 @@ class MainWindow(QMainWindow):
 
     def _on_progress(self, p) -> None:
         self.generate_bar.show_progress(p, self._eta.update(p) if self._eta is not None else None)
-        if self.generating:
+        if not self.generating:
+            return
+        if self._live_output and not p.segment_done:  # where each sentence starts in the live take
+            self.live_starts.setdefault(p.segment - 1, self._chunk_start)
+        if not (self._live_output and self._live_started):  # heard: the highlight follows the playback
             self.segments_view.set_spoken(p.segment - 1)
 
     def _on_chunk(self, samples, rate: int) -> None:
         if not self.generating or not self._live_output:
             return
+        self._chunk_start = self.output.waveform.sample_count
         self.output.append_live(samples, rate)
         if not self._live_started:
             self._live_started = self.audio.start_live("output", rate)

@@ -528,6 +528,11 @@ class TakesController(QObject):
 
     def _on_position(self, owner: str, sample: int) -> None:
         view = self.window.segments_view
+        if owner == "output" and self.window.generating:  # the take being made, heard as it arrives
+            starts = self.window.live_starts
+            heard = [i for i, start in starts.items() if start <= sample]
+            view.set_spoken(max(heard) if heard else None)
+            return
         current = self.window.output.current
         if owner == "output" and view.take is not None and current is not None and current.key == view.take.id:
             view.set_spoken(view.take.sentence_at(sample))

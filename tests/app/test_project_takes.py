@@ -383,3 +383,19 @@ def test_a_take_of_an_unsaved_clip_regenerates_in_its_session_and_says_why_not_a
     again.segments_view.regenerate_button.click()
     assert not again.generating
     assert again.error_banner.isVisible() and "unsaved reference clip" in again.error_banner.text
+
+
+def test_while_a_take_is_heard_as_it_is_made_the_highlight_follows_what_is_heard(make_window, fast_settings,
+                                                                                tts_model, qtbot, fake_sd):
+    window = _three_sentences(make_window, fast_settings, tts_model, max_new_tokens=12)
+    heard = []
+    window.audio.position_changed.connect(lambda owner, sample: heard.append((sample, window.segments_view.spoken)))
+    _generate(window, qtbot)
+    starts = window.live_starts
+    assert sorted(starts) == [0, 1, 2] and starts[0] == 0 < starts[1] < starts[2]
+    qtbot.waitUntil(lambda: window.audio.playing_owner == "", timeout=10_000)
+    during = [(sample, spoken) for sample, spoken in heard if spoken is not None]
+    assert during and all(starts[spoken] <= sample for sample, spoken in during)
+    assert [s for _, s in during] == sorted(s for _, s in during)  # it moves forward only
+    take = window.segments_view.take
+    assert [a for a, _ in take.spans()] == [starts[0], starts[1], starts[2]]  # the same places as the final take

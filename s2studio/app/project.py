@@ -118,10 +118,14 @@ class ProjectTake:
         """The sentence being spoken at ``sample`` of the assembled take (a pause belongs to the
         sentence before it); None past the end."""
         spans = self.spans()
-        for i, (start, end) in enumerate(spans):
-            nxt = next((s for s, e in spans[i + 1:] if e > s), None)
-            if end > start and start <= sample < (nxt if nxt is not None else end):
+        following = None  # start of the next sentence that has audio, scanning backwards: O(n)
+        for i in range(len(spans) - 1, -1, -1):
+            start, end = spans[i]
+            if end <= start:
+                continue
+            if start <= sample < (following if following is not None else end):
                 return i
+            following = start
         return None
 
 

@@ -47,6 +47,10 @@ def test_a_stopped_take_has_no_pause_after_its_last_sentence_and_post_processing
     take = _take()
     take.sentences[2] = Sentence("Three.", 0)
     assert len(take.assemble()) == 300 + 100 + 200  # as the pipeline: no pause after the last made
+    gap = _take()
+    gap.sentences[1] = Sentence("Two.", 50)  # not generated yet: an empty span, the pause before it stays
+    assert gap.spans() == [(0, 300), (400, 400), (400, 500)]
+    assert [gap.sentence_at(x) for x in (399, 400, 499, 500)] == [0, 2, 2, None]
     loud = _take(postprocess={"normalize": True})
     assert np.abs(loud.assemble()).max() == pytest.approx(0.95)
 

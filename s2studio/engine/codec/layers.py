@@ -34,6 +34,9 @@ Tensor = torch.Tensor
 # Use the one-pass numba Snake on the CPU when numba is present (a switch for A/B benchmarks
 # and tests; the torch form is the reference).
 FUSED_SNAKE = True
+# Run a one-output-channel conv as GEMM + shifted sums on the CPU (see CausalConv._conv); a
+# switch for A/B benchmarks, oneDNN is the reference.
+SINGLE_OUTPUT_GEMM = True
 
 
 def r16(x: Tensor, em: bool) -> Tensor:
@@ -115,7 +118,7 @@ class CausalConv:
             # A 1x1 conv is a GEMM; oneDNN's conv path for it was 2-2.7x slower on CPU (e.g.
             # 96 ch x 32768 samples: 14 ms vs 6.6 ms) and it runs after every residual unit.
             return torch.addmm(self.b[:, None], self.w[:, :, 0], xin)
-        if (self.w.shape[0] == 1 and self.groups == 1 and self.stride == 1 and xin.device.type == "cpu"
+        if (SINGLE_OUTPUT_GEMM and self.w.shape[0] == 1 and self.groups == 1 and self.stride == 1 and xin.device.type == "cpu"
                 and self.w.shape[-1] > 1):
             # One output channel (the decoder's last conv, 96 -> 1 at full rate): oneDNN reorders
             # the whole input for it (a copy as long as the conv). As one GEMM instead, every tap

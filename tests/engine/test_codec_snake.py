@@ -63,8 +63,22 @@ def test_fused_snake_is_not_used_off_float32_or_when_switched_off(monkeypatch):
     monkeypatch.setattr(layers, "FUSED_SNAKE", False)
     assert not s.fusable(torch.randn(4, 10))
     monkeypatch.setattr(layers, "FUSED_SNAKE", True)
-    monkeypatch.setattr(snake_kernel, "available", lambda: False)
+    monkeypatch.setattr(snake_kernel, "usable", lambda: False)
     assert not s.fusable(torch.randn(4, 10))
+
+
+def test_a_kernel_that_fails_to_run_falls_back_to_torch(monkeypatch, caplog):
+    def broken(*args):
+        raise RuntimeError("LLVM is missing")
+
+    monkeypatch.setattr(snake_kernel, "_usable", None)
+    monkeypatch.setattr(snake_kernel, "snake_into", broken)
+    s = Snake(torch.rand(3) + 0.5)
+    x = torch.randn(3, 20)
+    with caplog.at_level("WARNING"):
+        torch.testing.assert_close(s(x), torch_snake(x, s.alpha), atol=2e-6, rtol=0)
+    assert "LLVM is missing" in caplog.text
+    assert not s.fusable(x)
 
 
 @pytest.mark.parametrize("dilation", [1, 3])

@@ -198,7 +198,7 @@ class Snake:
     def fusable(self, x: Tensor) -> bool:
         """Whether the one-pass numba kernel applies (float32 on the CPU, numba present)."""
         return (FUSED_SNAKE and x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 2
-                and self.alpha.device.type == "cpu" and snake_kernel.available())
+                and self.alpha.device.type == "cpu" and snake_kernel.usable())
 
     def into(self, x: Tensor, out: Tensor, offset: int) -> None:
         """Write snake(x) to out[:, offset:offset + L] (fused kernel; see ``fusable``)."""

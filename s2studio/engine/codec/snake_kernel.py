@@ -12,14 +12,18 @@ odd Taylor series to r^15 (truncation error < 1e-11). Only αx is rounded to flo
 as torch does, so the result matches torch's float32 Snake to float32 rounding
 (tests/engine/test_codec_snake.py bounds the difference).
 
-numba is optional at run time: ``available()`` is False without it, and the codec then uses
-the torch form.
+numba is optional at run time: ``usable()`` is False without it, or when the kernel fails to
+compile or to reproduce a few known values (logged once), and the codec then uses the torch
+form.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+
+import numpy as np
 
 try:
     from numba import njit, prange
@@ -35,8 +39,35 @@ _PI = math.pi
 _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7 = ((-1.0) ** n / math.factorial(2 * n + 1) for n in range(8))
 
 
+log = logging.getLogger(__name__)
+
+
 def available() -> bool:
     return njit is not None
+
+
+_usable: bool | None = None
+
+
+def usable() -> bool:
+    """numba present and the compiled kernel checked once against math.sin (compiles it)."""
+    global _usable
+    if _usable is None:
+        _usable = False
+        if available():
+            try:
+                x = np.array([[-7.5, -1.0, 0.0, 0.3, 2.0, 123.25]], dtype=np.float32)
+                alpha, inv = np.array([1.7], np.float32), np.array([1 / 1.7], np.float32)
+                out = np.zeros((1, 8), np.float32)
+                snake_into(x, alpha, inv, out, 2)
+                want = [v + math.sin(float(np.float32(1.7) * np.float32(v))) ** 2 / 1.7 for v in x[0]]
+                _usable = bool(np.all(out[0, :2] == 0) and np.allclose(out[0, 2:], want, rtol=0, atol=1e-4))
+                if not _usable:
+                    log.warning("fused Snake kernel gave wrong values; using the torch form")
+            except Exception as exc:  # a broken numba/LLVM install must not stop decoding
+                log.warning("fused Snake kernel unavailable (%s: %s); using the torch form",
+                            type(exc).__name__, exc)
+    return _usable
 
 
 def _snake_into(x, alpha, inv_alpha, out, off):

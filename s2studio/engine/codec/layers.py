@@ -118,8 +118,8 @@ class CausalConv:
             # A 1x1 conv is a GEMM; oneDNN's conv path for it was 2-2.7x slower on CPU (e.g.
             # 96 ch x 32768 samples: 14 ms vs 6.6 ms) and it runs after every residual unit.
             return torch.addmm(self.b[:, None], self.w[:, :, 0], xin)
-        if (SINGLE_OUTPUT_GEMM and self.w.shape[0] == 1 and self.groups == 1 and self.stride == 1 and xin.device.type == "cpu"
-                and self.w.shape[-1] > 1):
+        if (SINGLE_OUTPUT_GEMM and self.w.shape[0] == 1 and self.w.shape[-1] > 1 and self.groups == 1
+                and self.stride == 1 and xin.device.type == "cpu"):
             # One output channel (the decoder's last conv, 96 -> 1 at full rate): oneDNN reorders
             # the whole input for it (a copy as long as the conv). As one GEMM instead, every tap
             # k's row of (K, Cin) @ (Cin, Lin) is the input's contribution shifted by k·d;

@@ -27,11 +27,14 @@ import pathlib
 import sys
 import time
 
-import numpy as np
-import torch
-
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+# s2studio first: it sets the app's OpenMP policy (idle threads sleep), which only takes effect
+# before torch loads; timings with spinning threads differ a lot on a busy machine.
+import s2studio  # noqa: E402,F401
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 from s2studio.engine.codec import Codec, layers  # noqa: E402
 

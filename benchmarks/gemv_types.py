@@ -5,8 +5,8 @@
 
 For each type: ``--matrices`` random-block matrices (together larger than the caches) are
 multiplied by one activation row in turn, so every call streams its blocks from memory; the
-best of ``--rounds`` rounds is kept. The float32 numba kernel and the C integer kernel (when
-built) are timed in alternation, so a busy moment slows both. ``x floor`` = ms / (bytes of one
+best of ``--rounds`` rounds is kept, every round timing every type, path and the bandwidth. The float32 numba kernel and the C integer kernel (when
+built; activations in one int8 plane, or two: int8 plus the int8 residual) are timed in alternation, so a busy moment slows both. ``x floor`` = ms / (bytes of one
 matrix / streaming-read bandwidth measured in the same run). The machine may be shared: run it
 twice and read ranges, and note the load average printed at the top.
 """
@@ -59,40 +59,51 @@ def main() -> None:
     qkernels.sync_threads(args.threads)
     print(f"loadavg {open('/proc/loadavg').read().split()[:3] if os.path.exists('/proc/loadavg') else '?'}; "
           f"integer path: {intdot.describe()}")
-    bw = memory_bandwidth_gbps(0.5)
-    print(f"bandwidth {bw:.1f} GB/s ({args.threads} threads)")
-    print("| type | MB per matrix | floor ms | float32 kernel ms (x floor) | int8 kernel ms (x floor) |")
-    print("|---|---|---|---|---|")
     x = torch.randn(args.m, args.cols)
+    xn = x.numpy()
+    out = np.empty((args.m, args.rows), np.float32)
     rng = np.random.default_rng(0)
+    calls = {}  # (type, path) -> list of calls, one per matrix
+    sizes = {}
     for name in args.types.split(","):
         kern = qkernels.KERNELS[name]
         row_bytes = args.cols // kern.block_elems * kern.block_bytes
         mats = []
         for _ in range(args.matrices):
             raw = rng.integers(0, 256, size=(args.rows, row_bytes), dtype=np.uint8)
-            # small float16 scales at the start of each block: no inf/NaN/denormal slow paths
+            # small float16 scales at both ends of each block: no inf/NaN/denormal slow paths
             raw.reshape(args.rows, -1, kern.block_bytes)[:, :, :2] = 0x10
             raw.reshape(args.rows, -1, kern.block_bytes)[:, :, -2:] = 0x10
             raw.setflags(write=False)
             mats.append(raw)
+        sizes[name] = mats[0].nbytes / 1e6
         fl = [QuantMatrix(name, r, (args.rows, args.cols), int_dot=False) for r in mats]
-        calls = {"float": [lambda q=q: q.matmul_t(x) for q in fl]}
+        calls[name, "float"] = [lambda q=q: q.matmul_t(x) for q in fl]
         if intdot.handles(name):
-            iq = [QuantMatrix(name, r, (args.rows, args.cols), int_dot=True) for r in mats]
-            calls["int"] = [lambda q=q: q.matmul_t(x) for q in iq]
-        for cs in calls.values():  # compile / first touch
-            for c in cs:
-                c()
-        best = {k: float("inf") for k in calls}
-        for _ in range(args.rounds):  # alternate, so a busy moment hits both
-            for k, cs in calls.items():
-                best[k] = min(best[k], best_ms(cs, 1))
-        mb = mats[0].nbytes / 1e6
-        floor = mb / 1e3 / bw * 1e3
-        cells = [f"{best[k]:.2f} ({best[k] / floor:.1f}×)" if k in best else "—" for k in ("float", "int")]
-        print(f"| {name} | {mb:.1f} | {floor:.2f} | {cells[0]} | {cells[1]} |", flush=True)
-        del mats, fl, calls
+            for planes in (1, 2):
+                calls[name, f"int{planes}"] = [lambda r=r, p=planes, n=name: intdot.gemv(n, r, xn, out, p)
+                                               for r in mats]
+    for cs in calls.values():  # compile, first touch
+        for c in cs:
+            c()
+    # Every round times every (type, path) and the bandwidth once: a busy moment on a shared
+    # machine then touches all of them, and the best of the rounds is compared.
+    best = {k: float("inf") for k in calls}
+    bws = []
+    for _ in range(args.rounds):
+        bws.append(memory_bandwidth_gbps(0.5, reps=3))
+        for k, cs in calls.items():
+            best[k] = min(best[k], best_ms(cs, 1))
+    bw = max(bws)
+    print(f"bandwidth {bw:.1f} GB/s (best of {args.rounds}, {args.threads} threads); load after: "
+          f"{open('/proc/loadavg').read().split()[:3] if os.path.exists('/proc/loadavg') else '?'}")
+    print("| type | MB per matrix | floor ms | float32 activations ms (× floor) | int8, 1 plane | int8, 2 planes |")
+    print("|---|---|---|---|---|---|")
+    for name, mb in sizes.items():
+        floor = mb / bw
+        cells = [f"{best[name, k]:.2f} ({best[name, k] / floor:.1f}×)" if (name, k) in best else "—"
+                 for k in ("float", "int1", "int2")]
+        print(f"| {name} | {mb:.1f} | {floor:.2f} | {' | '.join(cells)} |", flush=True)
 
 
 if __name__ == "__main__":

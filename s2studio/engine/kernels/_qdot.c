@@ -52,7 +52,7 @@
 #endif
 
 #define QK 256
-#define MAX_M 16 /* activation rows per call (qkernels.MAX_KERNEL_ROWS) */
+#define MAX_M 32 /* activation rows per call: 2 x qkernels.MAX_KERNEL_ROWS (two planes) */
 
 enum { T_Q4_K = 0, T_Q5_K = 1, T_Q6_K = 2, T_Q3_K = 3, T_Q2_K = 4, N_TYPES = 5 };
 
@@ -223,7 +223,9 @@ static rows_fn ROWS[N_LEVELS][N_TYPES] = {
 
 #ifdef S2Q_X86
 
-#define AVX2_T "avx2,fma"
+#define AVX2_T "avx2,fma,f16c"
+/* float16 -> float32 by the F16C instruction (every AVX2 CPU has it; checked at dispatch) */
+#define F16(p) _cvtsh_ss(rd16(p))
 
 /* Unpacking into registers (u: 8 x 32 weights in element order). Writing the bytes to memory
  * and loading them back as vectors stalls on store forwarding; so on x86 each type has an
@@ -250,8 +252,8 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void x_k4_scales(const uint8_t *sc, __m256i *S, __
 #define X_ARGS const uint8_t *b, float *d, float *cm, __m256i *S, __m256i *M, __m256i u[8]
 
 S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q4_k(X_ARGS) {
-    *d = f16_to_f32(rd16(b));
-    *cm = -f16_to_f32(rd16(b + 2));
+    *d = F16(b);
+    *cm = -F16(b + 2);
     x_k4_scales(b + 4, S, M);
     const __m256i lo4 = _mm256_set1_epi8(15);
     for (int p = 0; p < 4; p++) {
@@ -262,8 +264,8 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q4_k(X_ARGS) {
 }
 
 S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q5_k(X_ARGS) {
-    *d = f16_to_f32(rd16(b));
-    *cm = -f16_to_f32(rd16(b + 2));
+    *d = F16(b);
+    *cm = -F16(b + 2);
     x_k4_scales(b + 4, S, M);
     const __m256i lo4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
     __m256i qh = V(b + 16);
@@ -278,7 +280,7 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q5_k(X_ARGS) {
 }
 
 S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q6_k(X_ARGS) {
-    *d = f16_to_f32(rd16(b + 208));
+    *d = F16(b + 208);
     *cm = -32.0f * *d;
     *S = *M = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
     const __m256i lo4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
@@ -293,7 +295,7 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q6_k(X_ARGS) {
 }
 
 S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q3_k(X_ARGS) {
-    *d = f16_to_f32(rd16(b + 108));
+    *d = F16(b + 108);
     *cm = -4.0f * *d;
     uint32_t a0 = rd32(b + 96), a1 = rd32(b + 100), t = rd32(b + 104);
     const uint32_t m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
@@ -314,8 +316,8 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q3_k(X_ARGS) {
 }
 
 S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q2_k(X_ARGS) {
-    *d = f16_to_f32(rd16(b + 80));
-    *cm = -f16_to_f32(rd16(b + 82));
+    *d = F16(b + 80);
+    *cm = -F16(b + 82);
     __m128i sc = _mm_loadu_si128((const __m128i *)b), lo4 = _mm_set1_epi8(15);
     *S = _mm256_cvtepu8_epi16(_mm_and_si128(sc, lo4));
     *M = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), lo4));
@@ -383,8 +385,8 @@ DEFINE_AVX2_ROWS(rows_q2_k_avx2, x_q2_k, 84)
 
 /* AVX-512: 4 chunks of 64 weights; the int16 product lane j of chunk c belongs to scale
  * 4c + j/8, picked by one vpermw. VNNI fuses vpmaddwd + vpaddd into vpdpwssd. */
-#define AVX512_T "avx2,fma,avx512f,avx512bw,avx512vl"
-#define AVX512VNNI_T "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni"
+#define AVX512_T "avx2,fma,f16c,avx512f,avx512bw,avx512vl"
+#define AVX512VNNI_T "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
 #define MADD_ADD_BW(acc, p, s) _mm512_add_epi32(acc, _mm512_madd_epi16(p, s))
 #define MADD_ADD_VNNI(acc, p, s) _mm512_dpwssd_epi32(acc, p, s)
 
@@ -483,14 +485,14 @@ static int detect_level(void) {
     cpuid(0, 0, r);
     unsigned max_leaf = r[0];
     cpuid(1, 0, r);
-    int osxsave = (r[2] >> 27) & 1, fma = (r[2] >> 12) & 1;
+    int osxsave = (r[2] >> 27) & 1, fma = (r[2] >> 12) & 1, f16c = (r[2] >> 29) & 1;
     if (!osxsave || max_leaf < 7) return L_SCALAR;
     uint64_t xcr0 = xgetbv0();
     if ((xcr0 & 6) != 6) return L_SCALAR;  /* no AVX state */
     cpuid(7, 0, r);
     int avx2 = (r[1] >> 5) & 1, f = (r[1] >> 16) & 1, bw = (r[1] >> 30) & 1, vl = (r[1] >> 31) & 1;
     int vnni = (r[2] >> 11) & 1;
-    int lvl = (avx2 && fma) ? L_AVX2 : L_SCALAR;
+    int lvl = (avx2 && fma && f16c) ? L_AVX2 : L_SCALAR;
     if (lvl == L_AVX2 && f && bw && vl && (xcr0 & 0xe6) == 0xe6) lvl = vnni ? L_AVX512VNNI : L_AVX512;
     return lvl;
 }
@@ -513,7 +515,8 @@ static void init_tables(void) { best_level = L_SCALAR; }
 
 /* x float32 (m, cols) -> xq int8 (m, cols), xd float32 (m, cols/256), xbs int16 (m, cols/16):
  * per 256 values q = round(x * 127 / max|x|), dx = max|x| / 127, bsum = sum of q per 16. */
-S2Q_INLINE void quantize_body(const float *x, int64_t n_blocks, int8_t *xq, float *xd, int16_t *xbs) {
+S2Q_INLINE void quantize_body(const float *x, int64_t n_blocks, int8_t *xq, float *xd, int16_t *xbs,
+                              float *resid) {
     for (int64_t b = 0; b < n_blocks; b++) {
         const float *v = x + b * QK;
         float amax = 0.0f;
@@ -533,29 +536,31 @@ S2Q_INLINE void quantize_body(const float *x, int64_t n_blocks, int8_t *xq, floa
             }
             xbs[b * 16 + s] = (int16_t)sum;
         }
+        if (resid)  /* what the int8 values missed: |r| <= xd / 2 */
+            for (int i = 0; i < QK; i++) resid[b * QK + i] = v[i] - xd[b] * (float)xq[b * QK + i];
     }
 }
 
-static void quantize_plain(const float *x, int64_t n_blocks, int8_t *xq, float *xd, int16_t *xbs) {
-    quantize_body(x, n_blocks, xq, xd, xbs);
+static void quantize_plain(const float *x, int64_t n_blocks, int8_t *xq, float *xd, int16_t *xbs,
+                           float *resid) {
+    quantize_body(x, n_blocks, xq, xd, xbs, resid);
 }
 
 #ifdef S2Q_X86
 S2Q_TARGET(AVX2_T)
-static void quantize_avx2(const float *x, int64_t n_blocks, int8_t *xq, float *xd, int16_t *xbs) {
-    quantize_body(x, n_blocks, xq, xd, xbs);
+static void quantize_avx2(const float *x, int64_t n_blocks, int8_t *xq, float *xd, int16_t *xbs,
+                          float *resid) {
+    quantize_body(x, n_blocks, xq, xd, xbs, resid);
 }
 #else
 #define quantize_avx2 quantize_plain
 #endif
 
-void s2q_quantize_q8k(int64_t x, int64_t n_values, int64_t xq, int64_t xd, int64_t xbs) {
-    if (level >= L_AVX2)
-        quantize_avx2((const float *)(intptr_t)x, n_values / QK, (int8_t *)(intptr_t)xq,
-                               (float *)(intptr_t)xd, (int16_t *)(intptr_t)xbs);
-    else
-        quantize_plain((const float *)(intptr_t)x, n_values / QK, (int8_t *)(intptr_t)xq,
-                       (float *)(intptr_t)xd, (int16_t *)(intptr_t)xbs);
+/* resid: 0, or float32 like x: receives x minus its int8 approximation (the second plane). */
+void s2q_quantize_q8k(int64_t x, int64_t n_values, int64_t xq, int64_t xd, int64_t xbs, int64_t resid) {
+    (level >= L_AVX2 ? quantize_avx2 : quantize_plain)(
+        (const float *)(intptr_t)x, n_values / QK, (int8_t *)(intptr_t)xq, (float *)(intptr_t)xd,
+        (int16_t *)(intptr_t)xbs, (float *)(intptr_t)resid);
 }
 
 /* out[i, r] for r in [r0, r1), i < m (out_stride floats between activation rows). */

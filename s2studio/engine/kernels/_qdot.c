@@ -331,11 +331,11 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q2_k(X_ARGS) {
 /* AVX2: 8 chunks of 32 weights; chunk c covers scales 2c (low 128-bit lane of the int16
  * products) and 2c+1 (high lane). */
 
-#define DEFINE_AVX2_ROWS(NAME, UNPACK, BB)                                                       \
-    S2Q_TARGET(AVX2_T) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0,       \
+#define DEFINE_AVX2_ROWS(NAME, UNPACK, BB)                                                                 \
+    S2Q_TARGET(AVX2_T) S2Q_INLINE void NAME##_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,      \
                                         int64_t r1, const int8_t *xq, const float *xd,           \
-                                        const int16_t *xbs, int64_t m, int64_t cols, float *out, \
-                                        int64_t out_stride) {                                    \
+                                        const int16_t *xbs, const int64_t m, int64_t cols,       \
+                                        float *out, int64_t out_stride) {                                    \
         int64_t nb = cols / QK;                                                                  \
         /* bytes 0,1 of each 32-bit lane repeated in the low 128 bits, bytes 2,3 in the high */ \
         const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,     \
@@ -375,6 +375,18 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q2_k(X_ARGS) {
                 out[i * out_stride + r] = _mm_cvtss_f32(h);                                      \
             }                                                                                    \
         }                                                                                        \
+    }                                                                                        \
+    /* m = 1 and 2 (one row, one row in two planes: every decode step) get their own copies: \
+     * with m constant the accumulators stay in registers. */                                \
+    S2Q_TARGET(AVX2_T) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
+                                       const int8_t *xq, const float *xd, const int16_t *xbs,   \
+                                       int64_t m, int64_t cols, float *out, int64_t out_stride) { \
+        if (m == 1)                                                                              \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 1, cols, out, out_stride);            \
+        else if (m == 2)                                                                         \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 2, cols, out, out_stride);            \
+        else                                                                                     \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, m, cols, out, out_stride);            \
     }
 
 DEFINE_AVX2_ROWS(rows_q4_k_avx2, x_q4_k, 144)
@@ -390,11 +402,11 @@ DEFINE_AVX2_ROWS(rows_q2_k_avx2, x_q2_k, 84)
 #define MADD_ADD_BW(acc, p, s) _mm512_add_epi32(acc, _mm512_madd_epi16(p, s))
 #define MADD_ADD_VNNI(acc, p, s) _mm512_dpwssd_epi32(acc, p, s)
 
-#define DEFINE_AVX512_ROWS(NAME, UNPACK, BB, TARGET, MADD_ADD)                                   \
-    S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0,       \
+#define DEFINE_AVX512_ROWS(NAME, UNPACK, BB, TARGET, MADD_ADD)                                                                 \
+    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,      \
                                         int64_t r1, const int8_t *xq, const float *xd,           \
-                                        const int16_t *xbs, int64_t m, int64_t cols, float *out, \
-                                        int64_t out_stride) {                                    \
+                                        const int16_t *xbs, const int64_t m, int64_t cols,       \
+                                        float *out, int64_t out_stride) {                                    \
         int64_t nb = cols / QK;                                                                  \
         __m512i idx[4];                                                                          \
         for (int c = 0; c < 4; c++) {                                                            \
@@ -446,6 +458,18 @@ DEFINE_AVX2_ROWS(rows_q2_k_avx2, x_q2_k, 84)
                 out[i * out_stride + r] = _mm_cvtss_f32(h);                                      \
             }                                                                                    \
         }                                                                                        \
+    }                                                                                        \
+    /* m = 1 and 2 (one row, one row in two planes: every decode step) get their own copies: \
+     * with m constant the accumulators stay in registers. */                                \
+    S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
+                                       const int8_t *xq, const float *xd, const int16_t *xbs,   \
+                                       int64_t m, int64_t cols, float *out, int64_t out_stride) { \
+        if (m == 1)                                                                              \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 1, cols, out, out_stride);            \
+        else if (m == 2)                                                                         \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 2, cols, out, out_stride);            \
+        else                                                                                     \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, m, cols, out, out_stride);            \
     }
 
 DEFINE_AVX512_ROWS(rows_q4_k_avx512, x_q4_k, 144, AVX512_T, MADD_ADD_BW)

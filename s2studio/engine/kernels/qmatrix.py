@@ -92,7 +92,7 @@ class QuantMatrix:
     device = torch.device("cpu")
 
     def __init__(self, type_name: str, raw: np.ndarray, shape: tuple[int, int], int_dot: bool | None = None):
-        """``int_dot``: GEMV by the C integer kernel (int8 activations, ~0.7 % RMS error);
+        """``int_dot``: GEMV by the C integer kernel (activations as int8 planes: intdot.py);
         None (the engine): wherever it is built for this type; False: the float32 kernel."""
         kern = qkernels.KERNELS.get(type_name)
         if kern is None:

@@ -20,4 +20,10 @@ start=$(date +%s)
 "$PY" -m pip install -q -r packaging/requirements-build.txt
 rm -rf dist/s2studio build/pyinstaller
 QT_QPA_PLATFORM=offscreen "$PY" packaging/build.py --strip --self-test
+# The C integer kernels (built by pip install where a compiler exists) must travel with the
+# bundle; without them it still works, on the slower numba kernels, so check it here.
+if "$PY" -c "import s2studio.engine.kernels._qdot" 2>/dev/null; then
+  find dist/s2studio -name '_qdot*' | grep -q . \
+    || { echo "bundle check: the _qdot extension is installed but missing from the bundle" >&2; exit 1; }
+fi
 echo "bundle check: $(du -sh dist/s2studio | cut -f1) in dist/s2studio, $(( ($(date +%s) - start) / 60 )) min in all"

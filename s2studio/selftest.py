@@ -101,7 +101,8 @@ def check_synthesis(work: Path) -> str:
 
 def check_quantized_kernels(work: Path) -> str:
     """The numba kernels compile (llvmlite's LLVM is in the bundle) and compute a Q8_0 GEMV equal
-    to dequantize-then-matmul."""
+    to dequantize-then-matmul; where the C integer kernels are built (in the bundle: the
+    _qdot extension), a Q4_K GEMV through them too. The result names the K-quant path."""
     import gguf
     import numpy as np
     import torch
@@ -120,6 +121,17 @@ def check_quantized_kernels(work: Path) -> str:
     err = float(np.abs(got - want).max() / np.abs(want).max())
     if err > 1e-5:
         raise AssertionError(f"Q8_0 GEMV is off by {err:.2e} (relative)")
+    from s2studio.engine.kernels import intdot
+
+    if intdot.available():  # the C integer kernels were built: check them too, on a Q4_K matrix
+        blocks = rng.integers(0, 256, size=(40, 144), dtype=np.uint8)
+        blocks[:, 0:4] = np.array([0.01, 0.002], np.float16).view(np.uint8)  # d, dmin
+        want_k = gguf.quants.dequantize(blocks, gguf.GGMLQuantizationType.Q4_K).astype(np.float64)
+        got_k = QuantMatrix("Q4_K", blocks, (40, 256)).matmul_t(torch.from_numpy(x)).numpy()
+        want = x @ want_k.T
+        err_k = float(np.abs(got_k - want).max() / np.abs(want).max())
+        if err_k > 1e-3:
+            raise AssertionError(f"Q4_K integer GEMV is off by {err_k:.2e} (relative)")
     import numba
 
     layer = numba.threading_layer()
@@ -130,7 +142,7 @@ def check_quantized_kernels(work: Path) -> str:
         except ImportError as exc:
             note = f" (no OpenMP pool: {exc})"
     return (f"types {', '.join(sorted(supported_types()))}; numba {numba.__version__} "
-            f"({layer} threads{note}); GEMV rel. error {err:.1e}")
+            f"({layer} threads{note}); GEMV rel. error {err:.1e}; K-quant GEMV: {intdot.describe()}")
 
 
 # Calls of a void Qt method for the None-refcount check, and how far None's refcount may move

@@ -107,7 +107,7 @@ def test_quant_matrix_round_trip(qtype):
     rows, cols = 45, 768
     raw = random_blocks(qtype, rows, cols, 5)
     deq = reference(qtype, raw, cols)
-    w = QuantMatrix(qtype, raw, (rows, cols))
+    w = QuantMatrix(qtype, raw, (rows, cols), int_dot=False)  # the float32 kernel (int8: test_intdot.py)
     assert w.dtype == qtype and w.nbytes == raw.nbytes and tuple(w.shape) == (rows, cols)
 
     gen = torch.Generator().manual_seed(0)
@@ -139,7 +139,7 @@ def test_read_only_blocks_as_from_a_memory_mapped_file():
     raw = random_blocks("Q4_K", rows, cols, 8)
     raw.setflags(write=False)
     deq = reference("Q4_K", raw, cols)
-    w = QuantMatrix("Q4_K", raw, (rows, cols))
+    w = QuantMatrix("Q4_K", raw, (rows, cols), int_dot=False)
     x = torch.randn(2, cols, generator=torch.Generator().manual_seed(1))
     want = x.double() @ torch.from_numpy(deq).double().T
     assert (w.matmul_t(x).double() - want).abs().max() <= GEMV_REL * want.abs().max()

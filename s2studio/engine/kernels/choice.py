@@ -95,7 +95,11 @@ def default_cache_path() -> str:
 def cache_key(type_name: str) -> str:
     import numba
 
-    return machine_key(str(torch.get_num_threads()), torch.__version__, numba.__version__, type_name)
+    from s2studio.engine.kernels import intdot
+
+    # The K-quant GEMV path (C integer kernels or numba float32) changes the timing: re-measure.
+    path = intdot.describe() if intdot.handles(type_name) else "numba"
+    return machine_key(str(torch.get_num_threads()), torch.__version__, numba.__version__, type_name, path)
 
 
 def read_cache(path: str, key: str) -> KernelVerdict | None:

@@ -2,7 +2,9 @@
 
 Resident memory stays at the file's size: the blocks are the memory-mapped bytes of the file
 itself (the OS shares them with its page cache), and nothing is dequantized at load.
-- decode steps (a few activation rows): the quantized GEMV kernel, float32 activations;
+- decode steps (a few activation rows): the quantized GEMV kernel: for K-quants the C integer
+  kernel (``intdot``: activations as int8 planes) where it is built, else the numba kernel
+  with float32 activations;
 - prefill (many rows): ``prefill_linear``: the matrix is dequantized to its exact float32 values
   a chunk of rows at a time and multiplied by torch's float32 GEMM (as the float16 path does);
 - embedding lookups: only the requested rows are dequantized.
@@ -24,6 +26,7 @@ import numpy as np
 import torch
 
 from s2studio.engine.kernels import common as qkernels
+from s2studio.engine.kernels import intdot
 from s2studio.engine.kernels import quant_types  # noqa: F401  (registers the K-quant kernels)
 
 
@@ -88,7 +91,9 @@ class QuantMatrix:
     # Duck-typed to the parts of torch.Tensor the engine reads from a weight.
     device = torch.device("cpu")
 
-    def __init__(self, type_name: str, raw: np.ndarray, shape: tuple[int, int]):
+    def __init__(self, type_name: str, raw: np.ndarray, shape: tuple[int, int], int_dot: bool | None = None):
+        """``int_dot``: GEMV by the C integer kernel (activations as int8 planes: intdot.py);
+        None (the engine): wherever it is built for this type; False: the float32 kernel."""
         kern = qkernels.KERNELS.get(type_name)
         if kern is None:
             raise ValueError(f"no CPU kernel for {type_name}")
@@ -99,6 +104,9 @@ class QuantMatrix:
         self.kernels = kern
         self.raw = np.asarray(raw)  # a plain ndarray view of the map (numba rejects np.memmap)
         self.shape = torch.Size(shape)
+        if int_dot and not intdot.handles(type_name):
+            raise ValueError(f"no integer kernel for {type_name} here: {intdot.describe()}")
+        self.int_dot = intdot.handles(type_name) if int_dot is None else int_dot
 
     @property
     def dtype(self) -> str:
@@ -117,7 +125,10 @@ class QuantMatrix:
         qkernels.sync_threads(torch.get_num_threads())
         xn = np.ascontiguousarray(x.detach().numpy())
         out = np.empty((m, self.shape[0]), np.float32)
-        self.kernels.gemv(self.raw, xn, out, qkernels.F16_TABLE)
+        if self.int_dot and self.shape[0] >= 1:
+            intdot.gemv(self.type_name, self.raw, xn, out)
+        else:
+            self.kernels.gemv(self.raw, xn, out, qkernels.F16_TABLE)
         return torch.from_numpy(out)
 
     def _fill_rows(self, r0: int, r1: int, out: torch.Tensor) -> None:

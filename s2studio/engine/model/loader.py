@@ -54,6 +54,10 @@ def load_dual_ar(path: str | os.PathLike[str], *, device: str = "cpu", gpu_layer
                         "takes about twice the memory", qkernels.IMPORT_ERROR, str(plan.dtype).replace("torch.", ""))
     if quantized_types:
         log.info("CPU weights kept quantized: %s", ", ".join(sorted(quantized_types)))
+        from s2studio.engine.kernels import intdot
+
+        if any(t.endswith("_K") for t in quantized_types):  # the one line that says which path
+            log.info("K-quant decode GEMV: %s", intdot.describe())
     weights = load_weights(f, cfg, dtype=plan.dtype, slow_layer_devices=list(plan.layer_devices),
                            head_device=plan.head_device, fast_device=plan.fast_device, progress=progress,
                            quantized_types=quantized_types)

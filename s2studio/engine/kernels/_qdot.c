@@ -1,0 +1,657 @@
+/* Integer-dot-product GEMV rows for GGUF K-quant blocks (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K).
+ *
+ * Why C: the numba kernels convert every weight to float32 and do one FMA per weight, which
+ * makes the K-quant GEMVs compute-bound at ~4x the memory-bandwidth floor. Multiplying the
+ * 2-6-bit weights as bytes against activations quantized to int8 ("Q8_K": one float scale
+ * per 256 values) does 32-64 multiply-adds per instruction (AVX2 vpmaddubsw, AVX-512BW, VNNI
+ * vpdpwssd), and LLVM does not produce these instructions from numba loops.
+ *
+ * Design (written for this project from the GGUF block layouts; see docs/performance.md):
+ * - each block of 256 weights is unpacked into 256 unsigned bytes u (in element order), 16
+ *   int16 scales S and 16 int16 "mins" M (one per 16 weights), a float d and a float cm, so
+ *   that   weight[i] = d * S[i/16] * u[i] + cm * M[i/16]  for every type:
+ *     Q4_K/Q5_K: S = 6-bit scale, M = 6-bit min,   cm = -dmin      (u = 4/5-bit value)
+ *     Q6_K:      S = M = int8 scale,               cm = -32 d      (u = 6-bit value)
+ *     Q3_K:      S = M = 6-bit scale - 32,         cm = -4 d       (u = 3-bit value)
+ *     Q2_K:      S = 4-bit scale, M = 4-bit min,   cm = -dmin      (u = 2-bit value)
+ * - the activations x are quantized per 256 values to q (int8, |q| <= 127) with a scale dx,
+ *   and the sums of q per 16 values are kept (bsum), so that a block's dot product is
+ *     dx * (d * sum_s S[s] * sum_{i in s} u[i] q[i]  +  cm * sum_s M[s] * bsum[s]).
+ *   u*q pairs are summed by vpmaddubsw into int16 (at most 63*127*2, no saturation), then
+ *   multiplied by S and summed into int32 by vpmaddwd (or VNNI vpdpwssd).
+ * - the CPU's best path is chosen once at run time (AVX-512 VNNI, AVX-512BW, AVX2, portable C);
+ *   s2q_set_level() lets the tests run every path the CPU has.
+ * - no threads here: the caller (a numba prange over row ranges, the engine's one pool) splits
+ *   the rows, and these functions hold no locks and touch no Python objects.
+ *
+ * Entry points take every argument as int64 (pointers too): numba calls them as external
+ * symbols with a fixed signature on every platform.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define S2Q_X86 1
+#include <immintrin.h>
+#if defined(_MSC_VER) && !defined(__clang__)
+#include <intrin.h>
+#define S2Q_TARGET(x)
+#else
+#include <cpuid.h>
+#define S2Q_TARGET(x) __attribute__((target(x)))
+#endif
+#endif
+
+#if defined(_MSC_VER) && !defined(__clang__)
+#define S2Q_INLINE static __forceinline
+#else
+#define S2Q_INLINE static inline __attribute__((always_inline))
+#endif
+
+#define QK 256
+#define MAX_M 32 /* activation rows per call: 2 x qkernels.MAX_KERNEL_ROWS (two planes) */
+
+enum { T_Q4_K = 0, T_Q5_K = 1, T_Q6_K = 2, T_Q3_K = 3, T_Q2_K = 4, N_TYPES = 5 };
+
+enum { L_SCALAR = 0, L_AVX2 = 1, L_AVX512 = 2, L_AVX512VNNI = 3, N_LEVELS = 4 };
+static const char *LEVEL_NAMES[N_LEVELS] = {"scalar", "avx2", "avx512bw", "avx512vnni"};
+static int best_level = L_SCALAR;
+static int level = L_SCALAR;
+
+typedef struct {
+    uint8_t u[QK];
+    int16_t S[16];
+    int16_t M[16];
+    float d, cm;
+} kblock;
+
+static float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
+    float f;
+    if (e == 0) {  /* zero or subnormal: m * 2^-24 */
+        f = (float)m * 5.9604644775390625e-8f;
+        return sign ? -f : f;
+    }
+    if (e == 31) bits = sign | 0x7f800000u | (m << 13);
+    else bits = sign | ((e + 112) << 23) | (m << 13);
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+S2Q_INLINE uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+/* ---- unpacking, one function per block type (plain loops: the compiler vectorizes them for
+ * the ISA of the function they are inlined into) ---- */
+
+S2Q_INLINE void k4_scales(const uint8_t *sc, kblock *k) {
+    uint8_t s[8], mn[8];
+    for (int j = 0; j < 4; j++) {
+        s[j] = sc[j] & 63;
+        mn[j] = sc[j + 4] & 63;
+        s[j + 4] = (sc[j + 8] & 15) | ((sc[j] >> 6) << 4);
+        mn[j + 4] = (sc[j + 8] >> 4) | ((sc[j + 4] >> 6) << 4);
+    }
+    for (int i = 0; i < 16; i++) {
+        k->S[i] = s[i >> 1];
+        k->M[i] = mn[i >> 1];
+    }
+}
+
+S2Q_INLINE void unpack_q4_k(const uint8_t *b, kblock *k) {
+    k->d = f16_to_f32(rd16(b));
+    k->cm = -f16_to_f32(rd16(b + 2));
+    k4_scales(b + 4, k);
+    const uint8_t *q = b + 16;
+    for (int p = 0; p < 4; p++)
+        for (int l = 0; l < 32; l++) {
+            k->u[p * 64 + l] = q[p * 32 + l] & 15;
+            k->u[p * 64 + 32 + l] = q[p * 32 + l] >> 4;
+        }
+}
+
+S2Q_INLINE void unpack_q5_k(const uint8_t *b, kblock *k) {
+    k->d = f16_to_f32(rd16(b));
+    k->cm = -f16_to_f32(rd16(b + 2));
+    k4_scales(b + 4, k);
+    const uint8_t *qh = b + 16, *q = b + 48;
+    for (int p = 0; p < 4; p++)
+        for (int l = 0; l < 32; l++) {
+            k->u[p * 64 + l] = (uint8_t)((q[p * 32 + l] & 15) | (((qh[l] >> (2 * p)) & 1) << 4));
+            k->u[p * 64 + 32 + l] = (uint8_t)((q[p * 32 + l] >> 4) | (((qh[l] >> (2 * p + 1)) & 1) << 4));
+        }
+}
+
+S2Q_INLINE void unpack_q6_k(const uint8_t *b, kblock *k) {
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *sc = (const int8_t *)(b + 192);
+    k->d = f16_to_f32(rd16(b + 208));
+    k->cm = -32.0f * k->d;
+    for (int i = 0; i < 16; i++) k->S[i] = k->M[i] = sc[i];
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            uint8_t a = ql[h * 64 + l], c = ql[h * 64 + 32 + l], t = qh[h * 32 + l];
+            k->u[h * 128 + l] = (uint8_t)((a & 15) | ((t & 3) << 4));
+            k->u[h * 128 + 32 + l] = (uint8_t)((c & 15) | (((t >> 2) & 3) << 4));
+            k->u[h * 128 + 64 + l] = (uint8_t)((a >> 4) | (((t >> 4) & 3) << 4));
+            k->u[h * 128 + 96 + l] = (uint8_t)((c >> 4) | ((t >> 6) << 4));
+        }
+}
+
+S2Q_INLINE void unpack_q3_k(const uint8_t *b, kblock *k) {
+    const uint8_t *hm = b, *qs = b + 32, *sc = b + 96;
+    k->d = f16_to_f32(rd16(b + 108));
+    k->cm = -4.0f * k->d;
+    for (int i = 0; i < 4; i++) {
+        uint8_t t = sc[8 + i];
+        k->S[i] = (int16_t)(((sc[i] & 15) | ((t & 3) << 4)) - 32);
+        k->S[4 + i] = (int16_t)(((sc[4 + i] & 15) | (((t >> 2) & 3) << 4)) - 32);
+        k->S[8 + i] = (int16_t)(((sc[i] >> 4) | (((t >> 4) & 3) << 4)) - 32);
+        k->S[12 + i] = (int16_t)(((sc[4 + i] >> 4) | ((t >> 6) << 4)) - 32);
+    }
+    for (int i = 0; i < 16; i++) k->M[i] = k->S[i];
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++)
+            for (int l = 0; l < 32; l++)
+                k->u[h * 128 + s * 32 + l] =
+                    (uint8_t)(((qs[h * 32 + l] >> (2 * s)) & 3) | (((hm[l] >> (4 * h + s)) & 1) << 2));
+}
+
+S2Q_INLINE void unpack_q2_k(const uint8_t *b, kblock *k) {
+    const uint8_t *sc = b, *qs = b + 16;
+    k->d = f16_to_f32(rd16(b + 80));
+    k->cm = -f16_to_f32(rd16(b + 82));
+    for (int i = 0; i < 16; i++) {
+        k->S[i] = sc[i] & 15;
+        k->M[i] = sc[i] >> 4;
+    }
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++)
+            for (int l = 0; l < 32; l++)
+                k->u[h * 128 + s * 32 + l] = (uint8_t)((qs[h * 32 + l] >> (2 * s)) & 3);
+}
+
+/* ---- block dot products per ISA. Each row keeps one float accumulator (vector) per
+ * activation row, reduced once at the end of the row. ---- */
+
+typedef struct { float v; } acc_scalar;
+
+S2Q_INLINE void rows_scalar_block(const kblock *k, const int8_t *x, float dx, const int16_t *bs,
+                                  acc_scalar *acc) {
+    int32_t isum = 0, msum = 0;
+    for (int s = 0; s < 16; s++) {
+        int32_t t = 0;
+        for (int l = 0; l < 16; l++) t += (int32_t)k->u[s * 16 + l] * x[s * 16 + l];
+        isum += k->S[s] * t;
+        msum += k->M[s] * bs[s];
+    }
+    acc->v += dx * (k->d * (float)isum + k->cm * (float)msum);
+}
+
+#define DEFINE_SCALAR_ROWS(NAME, UNPACK, BB)                                                     \
+    static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1,              \
+                     const int8_t *xq, const float *xd, const int16_t *xbs, int64_t m,           \
+                     int64_t cols, float *out, int64_t out_stride) {                             \
+        int64_t nb = cols / QK;                                                                  \
+        kblock k;                                                                                \
+        for (int64_t r = r0; r < r1; r++) {                                                      \
+            acc_scalar acc[MAX_M];                                                               \
+            for (int64_t i = 0; i < m; i++) acc[i].v = 0.0f;                                     \
+            for (int64_t b = 0; b < nb; b++) {                                                   \
+                UNPACK(raw + r * row_bytes + b * BB, &k);                                        \
+                for (int64_t i = 0; i < m; i++)                                                  \
+                    rows_scalar_block(&k, xq + i * cols + b * QK, xd[i * nb + b],                \
+                                      xbs + (i * nb + b) * 16, &acc[i]);                         \
+            }                                                                                    \
+            for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = acc[i].v;                  \
+        }                                                                                        \
+    }
+
+DEFINE_SCALAR_ROWS(rows_q4_k_scalar, unpack_q4_k, 144)
+DEFINE_SCALAR_ROWS(rows_q5_k_scalar, unpack_q5_k, 176)
+DEFINE_SCALAR_ROWS(rows_q6_k_scalar, unpack_q6_k, 210)
+DEFINE_SCALAR_ROWS(rows_q3_k_scalar, unpack_q3_k, 110)
+DEFINE_SCALAR_ROWS(rows_q2_k_scalar, unpack_q2_k, 84)
+
+typedef void (*rows_fn)(const uint8_t *, int64_t, int64_t, int64_t, const int8_t *, const float *,
+                        const int16_t *, int64_t, int64_t, float *, int64_t);
+
+static rows_fn ROWS[N_LEVELS][N_TYPES] = {
+    {rows_q4_k_scalar, rows_q5_k_scalar, rows_q6_k_scalar, rows_q3_k_scalar, rows_q2_k_scalar}};
+
+#ifdef S2Q_X86
+
+#define AVX2_T "avx2,fma,f16c"
+/* float16 -> float32 by the F16C instruction (every AVX2 CPU has it; checked at dispatch) */
+#define F16(p) _cvtsh_ss(rd16(p))
+
+/* Unpacking into registers (u: 8 x 32 weights in element order). Writing the bytes to memory
+ * and loading them back as vectors stalls on store forwarding; so on x86 each type has an
+ * unpacking in AVX2 intrinsics, and only the 16 scales and mins go through memory. Shifts are
+ * 16-bit (x86 has no byte shifts); the masks drop the bits that cross into the next byte. */
+#define V(p) _mm256_loadu_si256((const __m256i *)(p))
+#define SRL(v, n) _mm256_srl_epi16(v, _mm_cvtsi32_si128(n))
+
+S2Q_INLINE uint32_t rd32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* Scales and mins straight into registers (16 int16 each, one per 16 weights). */
+S2Q_TARGET(AVX2_T) S2Q_INLINE void x_k4_scales(const uint8_t *sc, __m256i *S, __m256i *M) {
+    uint32_t u0 = rd32(sc), u1 = rd32(sc + 4), u2 = rd32(sc + 8);
+    const uint32_t m6 = 0x3F3F3F3Fu, m4 = 0x0F0F0F0Fu, m2 = 0x30303030u;
+    uint32_t s0 = u0 & m6, s1 = (u2 & m4) | ((u0 >> 2) & m2);         /* sc0..3, sc4..7 */
+    uint32_t n0 = u1 & m6, n1 = ((u2 >> 4) & m4) | ((u1 >> 2) & m2);  /* m0..3, m4..7 */
+    __m128i sv = _mm_set_epi32(0, 0, (int)s1, (int)s0), mv = _mm_set_epi32(0, 0, (int)n1, (int)n0);
+    *S = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(sv, sv)); /* each scale for 2 x 16 weights */
+    *M = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
+}
+
+#define X_ARGS const uint8_t *b, float *d, float *cm, __m256i *S, __m256i *M, __m256i u[8]
+
+S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q4_k(X_ARGS) {
+    *d = F16(b);
+    *cm = -F16(b + 2);
+    x_k4_scales(b + 4, S, M);
+    const __m256i lo4 = _mm256_set1_epi8(15);
+    for (int p = 0; p < 4; p++) {
+        __m256i q = V(b + 16 + 32 * p);
+        u[2 * p] = _mm256_and_si256(q, lo4);
+        u[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+    }
+}
+
+S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q5_k(X_ARGS) {
+    *d = F16(b);
+    *cm = -F16(b + 2);
+    x_k4_scales(b + 4, S, M);
+    const __m256i lo4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
+    __m256i qh = V(b + 16);
+    for (int p = 0; p < 4; p++) {
+        __m256i q = V(b + 48 + 32 * p);
+        /* bit 2p (2p+1) of qh -> bit 4, then mask bit 4 */
+        __m256i h0 = 2 * p <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - 2 * p)) : SRL(qh, 2 * p - 4);
+        __m256i h1 = 2 * p + 1 <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(3 - 2 * p)) : SRL(qh, 2 * p - 3);
+        u[2 * p] = _mm256_or_si256(_mm256_and_si256(q, lo4), _mm256_and_si256(h0, b4));
+        u[2 * p + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), lo4), _mm256_and_si256(h1, b4));
+    }
+}
+
+S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q6_k(X_ARGS) {
+    *d = F16(b + 208);
+    *cm = -32.0f * *d;
+    *S = *M = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+    const __m256i lo4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++) {
+        __m256i a = V(b + 64 * h), c = V(b + 64 * h + 32), t = V(b + 128 + 32 * h);
+        u[4 * h] = _mm256_or_si256(_mm256_and_si256(a, lo4), _mm256_and_si256(_mm256_slli_epi16(t, 4), m30));
+        u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(c, lo4), _mm256_and_si256(_mm256_slli_epi16(t, 2), m30));
+        u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), lo4), _mm256_and_si256(t, m30));
+        u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), lo4),
+                                       _mm256_and_si256(_mm256_srli_epi16(t, 2), m30));
+    }
+}
+
+S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q3_k(X_ARGS) {
+    *d = F16(b + 108);
+    *cm = -4.0f * *d;
+    uint32_t a0 = rd32(b + 96), a1 = rd32(b + 100), t = rd32(b + 104);
+    const uint32_t m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
+    __m128i sv = _mm_set_epi32((int)(((a1 >> 4) & m4) | (((t >> 6) & m2) << 4)),
+                               (int)(((a0 >> 4) & m4) | (((t >> 4) & m2) << 4)),
+                               (int)((a1 & m4) | (((t >> 2) & m2) << 4)), (int)((a0 & m4) | ((t & m2) << 4)));
+    *S = *M = _mm256_sub_epi16(_mm256_cvtepu8_epi16(sv), _mm256_set1_epi16(32));
+    const __m256i m3 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
+    __m256i hm = V(b);
+    for (int h = 0; h < 2; h++) {
+        __m256i q = V(b + 32 + 32 * h);
+        for (int s = 0; s < 4; s++) {
+            int hb = 4 * h + s; /* hmask bit -> bit 2 */
+            __m256i hh = hb <= 2 ? _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - hb)) : SRL(hm, hb - 2);
+            u[4 * h + s] = _mm256_or_si256(_mm256_and_si256(SRL(q, 2 * s), m3), _mm256_and_si256(hh, b2));
+        }
+    }
+}
+
+S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q2_k(X_ARGS) {
+    *d = F16(b + 80);
+    *cm = -F16(b + 82);
+    __m128i sc = _mm_loadu_si128((const __m128i *)b), lo4 = _mm_set1_epi8(15);
+    *S = _mm256_cvtepu8_epi16(_mm_and_si128(sc, lo4));
+    *M = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), lo4));
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        __m256i q = V(b + 16 + 32 * h);
+        for (int s = 0; s < 4; s++) u[4 * h + s] = _mm256_and_si256(SRL(q, 2 * s), m3);
+    }
+}
+
+/* AVX2: 8 chunks of 32 weights; chunk c covers scales 2c (low 128-bit lane of the int16
+ * products) and 2c+1 (high lane). */
+
+#define DEFINE_AVX2_ROWS(NAME, UNPACK, BB)                                                                 \
+    S2Q_TARGET(AVX2_T) S2Q_INLINE void NAME##_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,      \
+                                        int64_t r1, const int8_t *xq, const float *xd,           \
+                                        const int16_t *xbs, const int64_t m, int64_t cols,       \
+                                        float *out, int64_t out_stride) {                                    \
+        int64_t nb = cols / QK;                                                                  \
+        /* bytes 0,1 of each 32-bit lane repeated in the low 128 bits, bytes 2,3 in the high */ \
+        const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,     \
+                                              2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);    \
+        for (int64_t r = r0; r < r1; r++) {                                                      \
+            __m256 acc[MAX_M];                                                                   \
+            for (int64_t i = 0; i < m; i++) acc[i] = _mm256_setzero_ps();                        \
+            for (int64_t b = 0; b < nb; b++) {                                                   \
+                __m256i sc[8], u[8], S, M;                                                       \
+                float kd, kcm;                                                                   \
+                UNPACK(raw + r * row_bytes + b * BB, &kd, &kcm, &S, &M, u);                      \
+                for (int c = 0; c < 8; c++)                                                      \
+                    sc[c] = _mm256_shuffle_epi8(                                                 \
+                        _mm256_permutevar8x32_epi32(S, _mm256_set1_epi32(c)), pick);             \
+                for (int64_t i = 0; i < m; i++) {                                                \
+                    const int8_t *x = xq + i * cols + b * QK;                                    \
+                    __m256i isum = _mm256_setzero_si256();                                       \
+                    for (int c = 0; c < 8; c++) {                                                \
+                        __m256i xv = _mm256_loadu_si256((const __m256i *)(x + 32 * c));          \
+                        isum = _mm256_add_epi32(                                                 \
+                            isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], xv), sc[c]));     \
+                    }                                                                            \
+                    __m256i ms = _mm256_madd_epi16(                                              \
+                        M, _mm256_loadu_si256((const __m256i *)(xbs + (i * nb + b) * 16)));      \
+                    float dx = xd[i * nb + b];                                                   \
+                    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dx * kd), \
+                                             acc[i]);                                            \
+                    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_set1_ps(dx * kcm),  \
+                                             acc[i]);                                            \
+                }                                                                                \
+            }                                                                                    \
+            for (int64_t i = 0; i < m; i++) {                                                    \
+                __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[i]),                            \
+                                      _mm256_extractf128_ps(acc[i], 1));                         \
+                h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                          \
+                h = _mm_add_ss(h, _mm_movehdup_ps(h));                                           \
+                out[i * out_stride + r] = _mm_cvtss_f32(h);                                      \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                        \
+    /* m = 1 and 2 (one row, one row in two planes: every decode step) get their own copies: \
+     * with m constant the accumulators stay in registers. */                                \
+    S2Q_TARGET(AVX2_T) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
+                                       const int8_t *xq, const float *xd, const int16_t *xbs,   \
+                                       int64_t m, int64_t cols, float *out, int64_t out_stride) { \
+        if (m == 1)                                                                              \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 1, cols, out, out_stride);            \
+        else if (m == 2)                                                                         \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 2, cols, out, out_stride);            \
+        else                                                                                     \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, m, cols, out, out_stride);            \
+    }
+
+DEFINE_AVX2_ROWS(rows_q4_k_avx2, x_q4_k, 144)
+DEFINE_AVX2_ROWS(rows_q5_k_avx2, x_q5_k, 176)
+DEFINE_AVX2_ROWS(rows_q6_k_avx2, x_q6_k, 210)
+DEFINE_AVX2_ROWS(rows_q3_k_avx2, x_q3_k, 110)
+DEFINE_AVX2_ROWS(rows_q2_k_avx2, x_q2_k, 84)
+
+/* AVX-512: 4 chunks of 64 weights; the int16 product lane j of chunk c belongs to scale
+ * 4c + j/8, picked by one vpermw. VNNI fuses vpmaddwd + vpaddd into vpdpwssd. */
+#define AVX512_T "avx2,fma,f16c,avx512f,avx512bw,avx512vl"
+#define AVX512VNNI_T "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+#define MADD_ADD_BW(acc, p, s) _mm512_add_epi32(acc, _mm512_madd_epi16(p, s))
+#define MADD_ADD_VNNI(acc, p, s) _mm512_dpwssd_epi32(acc, p, s)
+
+#define DEFINE_AVX512_ROWS(NAME, UNPACK, BB, TARGET, MADD_ADD)                                                                 \
+    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,      \
+                                        int64_t r1, const int8_t *xq, const float *xd,           \
+                                        const int16_t *xbs, const int64_t m, int64_t cols,       \
+                                        float *out, int64_t out_stride) {                                    \
+        int64_t nb = cols / QK;                                                                  \
+        __m512i idx[4];                                                                          \
+        for (int c = 0; c < 4; c++) {                                                            \
+            int16_t t[32];                                                                       \
+            for (int j = 0; j < 32; j++) t[j] = (int16_t)(4 * c + j / 8);                        \
+            idx[c] = _mm512_loadu_si512((const void *)t);                                        \
+        }                                                                                        \
+        for (int64_t r = r0; r < r1; r++) {                                                      \
+            __m512 acc[MAX_M];                                                                   \
+            __m256 accm[MAX_M];                                                                  \
+            for (int64_t i = 0; i < m; i++) {                                                    \
+                acc[i] = _mm512_setzero_ps();                                                    \
+                accm[i] = _mm256_setzero_ps();                                                   \
+            }                                                                                    \
+            for (int64_t b = 0; b < nb; b++) {                                                   \
+                __m256i h[8];                                                                    \
+                __m512i sc[4], u[4];                                                             \
+                __m256i S2, M;                                                                   \
+                float kd, kcm;                                                                   \
+                UNPACK(raw + r * row_bytes + b * BB, &kd, &kcm, &S2, &M, h);                     \
+                __m512i S = _mm512_castsi256_si512(S2);                                          \
+                for (int c = 0; c < 4; c++) {                                                    \
+                    sc[c] = _mm512_permutexvar_epi16(idx[c], S);                                 \
+                    u[c] = _mm512_inserti64x4(_mm512_castsi256_si512(h[2 * c]), h[2 * c + 1], 1); \
+                }                                                                                \
+                for (int64_t i = 0; i < m; i++) {                                                \
+                    const int8_t *x = xq + i * cols + b * QK;                                    \
+                    __m512i isum = _mm512_setzero_si512();                                       \
+                    for (int c = 0; c < 4; c++) {                                                \
+                        __m512i xv = _mm512_loadu_si512((const void *)(x + 64 * c));             \
+                        isum = MADD_ADD(isum, _mm512_maddubs_epi16(u[c], xv), sc[c]);            \
+                    }                                                                            \
+                    __m256i ms = _mm256_madd_epi16(                                              \
+                        M, _mm256_loadu_si256((const __m256i *)(xbs + (i * nb + b) * 16)));      \
+                    float dx = xd[i * nb + b];                                                   \
+                    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dx * kd), \
+                                             acc[i]);                                            \
+                    accm[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_set1_ps(dx * kcm), \
+                                              accm[i]);                                          \
+                }                                                                                \
+            }                                                                                    \
+            for (int64_t i = 0; i < m; i++) {                                                    \
+                __m256 a = _mm256_add_ps(accm[i], _mm512_castps512_ps256(acc[i]));               \
+                a = _mm256_add_ps(a, _mm256_castpd_ps(_mm512_extractf64x4_pd(                    \
+                                         _mm512_castps_pd(acc[i]), 1)));                         \
+                __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));   \
+                h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                          \
+                h = _mm_add_ss(h, _mm_movehdup_ps(h));                                           \
+                out[i * out_stride + r] = _mm_cvtss_f32(h);                                      \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                        \
+    /* m = 1 and 2 (one row, one row in two planes: every decode step) get their own copies: \
+     * with m constant the accumulators stay in registers. */                                \
+    S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
+                                       const int8_t *xq, const float *xd, const int16_t *xbs,   \
+                                       int64_t m, int64_t cols, float *out, int64_t out_stride) { \
+        if (m == 1)                                                                              \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 1, cols, out, out_stride);            \
+        else if (m == 2)                                                                         \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 2, cols, out, out_stride);            \
+        else                                                                                     \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, m, cols, out, out_stride);            \
+    }
+
+DEFINE_AVX512_ROWS(rows_q4_k_avx512, x_q4_k, 144, AVX512_T, MADD_ADD_BW)
+DEFINE_AVX512_ROWS(rows_q5_k_avx512, x_q5_k, 176, AVX512_T, MADD_ADD_BW)
+DEFINE_AVX512_ROWS(rows_q6_k_avx512, x_q6_k, 210, AVX512_T, MADD_ADD_BW)
+DEFINE_AVX512_ROWS(rows_q3_k_avx512, x_q3_k, 110, AVX512_T, MADD_ADD_BW)
+DEFINE_AVX512_ROWS(rows_q2_k_avx512, x_q2_k, 84, AVX512_T, MADD_ADD_BW)
+DEFINE_AVX512_ROWS(rows_q4_k_vnni, x_q4_k, 144, AVX512VNNI_T, MADD_ADD_VNNI)
+DEFINE_AVX512_ROWS(rows_q5_k_vnni, x_q5_k, 176, AVX512VNNI_T, MADD_ADD_VNNI)
+DEFINE_AVX512_ROWS(rows_q6_k_vnni, x_q6_k, 210, AVX512VNNI_T, MADD_ADD_VNNI)
+DEFINE_AVX512_ROWS(rows_q3_k_vnni, x_q3_k, 110, AVX512VNNI_T, MADD_ADD_VNNI)
+DEFINE_AVX512_ROWS(rows_q2_k_vnni, x_q2_k, 84, AVX512VNNI_T, MADD_ADD_VNNI)
+
+static void cpuid(int leaf, int sub, unsigned r[4]) {
+#if defined(_MSC_VER) && !defined(__clang__)
+    int t[4];
+    __cpuidex(t, leaf, sub);
+    for (int i = 0; i < 4; i++) r[i] = (unsigned)t[i];
+#else
+    __cpuid_count(leaf, sub, r[0], r[1], r[2], r[3]);
+#endif
+}
+
+static uint64_t xgetbv0(void) {
+#if defined(_MSC_VER) && !defined(__clang__)
+    return _xgetbv(0);
+#else
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+#endif
+}
+
+/* The best level this CPU and OS support (the OS must save the wider registers: XCR0). */
+static int detect_level(void) {
+    unsigned r[4];
+    cpuid(0, 0, r);
+    unsigned max_leaf = r[0];
+    cpuid(1, 0, r);
+    int osxsave = (r[2] >> 27) & 1, fma = (r[2] >> 12) & 1, f16c = (r[2] >> 29) & 1;
+    if (!osxsave || max_leaf < 7) return L_SCALAR;
+    uint64_t xcr0 = xgetbv0();
+    if ((xcr0 & 6) != 6) return L_SCALAR;  /* no AVX state */
+    cpuid(7, 0, r);
+    int avx2 = (r[1] >> 5) & 1, f = (r[1] >> 16) & 1, bw = (r[1] >> 30) & 1, vl = (r[1] >> 31) & 1;
+    int vnni = (r[2] >> 11) & 1;
+    int lvl = (avx2 && fma && f16c) ? L_AVX2 : L_SCALAR;
+    if (lvl == L_AVX2 && f && bw && vl && (xcr0 & 0xe6) == 0xe6) lvl = vnni ? L_AVX512VNNI : L_AVX512;
+    return lvl;
+}
+
+static void init_tables(void) {
+    rows_fn a[N_TYPES] = {rows_q4_k_avx2, rows_q5_k_avx2, rows_q6_k_avx2, rows_q3_k_avx2, rows_q2_k_avx2};
+    rows_fn b[N_TYPES] = {rows_q4_k_avx512, rows_q5_k_avx512, rows_q6_k_avx512, rows_q3_k_avx512,
+                          rows_q2_k_avx512};
+    rows_fn c[N_TYPES] = {rows_q4_k_vnni, rows_q5_k_vnni, rows_q6_k_vnni, rows_q3_k_vnni, rows_q2_k_vnni};
+    memcpy(ROWS[L_AVX2], a, sizeof a);
+    memcpy(ROWS[L_AVX512], b, sizeof b);
+    memcpy(ROWS[L_AVX512VNNI], c, sizeof c);
+    best_level = detect_level();
+}
+#else
+static void init_tables(void) { best_level = L_SCALAR; }
+#endif
+
+/* ---- exported entry points (all-int64 signatures, called from numba) ---- */
+
+/* x float32 (m, cols) -> xq int8 (m, cols), xd float32 (m, cols/256), xbs int16 (m, cols/16):
+ * per 256 values q = round(x * 127 / max|x|), dx = max|x| / 127, bsum = sum of q per 16. */
+S2Q_INLINE void quantize_body(const float *x, int64_t n_blocks, int8_t *xq, float *xd, int16_t *xbs,
+                              float *resid) {
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const float *v = x + b * QK;
+        float amax = 0.0f;
+        for (int i = 0; i < QK; i++) {
+            float a = fabsf(v[i]);
+            amax = a > amax ? a : amax;
+        }
+        float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        xd[b] = amax / 127.0f;
+        for (int s = 0; s < 16; s++) {
+            int sum = 0;
+            for (int l = 0; l < 16; l++) {
+                /* round half to even by the 1.5*2^23 trick: vectorizes, no libm call */
+                int q = (int)((v[s * 16 + l] * id + 12582912.0f) - 12582912.0f);
+                xq[b * QK + s * 16 + l] = (int8_t)q;
+                sum += q;
+            }
+            xbs[b * 16 + s] = (int16_t)sum;
+        }
+        if (resid)  /* what the int8 values missed: |r| <= xd / 2 */
+            for (int i = 0; i < QK; i++) resid[b * QK + i] = v[i] - xd[b] * (float)xq[b * QK + i];
+    }
+}
+
+static void quantize_plain(const float *x, int64_t n_blocks, int8_t *xq, float *xd, int16_t *xbs,
+                           float *resid) {
+    quantize_body(x, n_blocks, xq, xd, xbs, resid);
+}
+
+#ifdef S2Q_X86
+S2Q_TARGET(AVX2_T)
+static void quantize_avx2(const float *x, int64_t n_blocks, int8_t *xq, float *xd, int16_t *xbs,
+                          float *resid) {
+    quantize_body(x, n_blocks, xq, xd, xbs, resid);
+}
+#else
+#define quantize_avx2 quantize_plain
+#endif
+
+/* resid: 0, or float32 like x: receives x minus its int8 approximation (the second plane). */
+void s2q_quantize_q8k(int64_t x, int64_t n_values, int64_t xq, int64_t xd, int64_t xbs, int64_t resid) {
+    (level >= L_AVX2 ? quantize_avx2 : quantize_plain)(
+        (const float *)(intptr_t)x, n_values / QK, (int8_t *)(intptr_t)xq, (float *)(intptr_t)xd,
+        (int16_t *)(intptr_t)xbs, (float *)(intptr_t)resid);
+}
+
+/* out[i, r] for r in [r0, r1), i < m (out_stride floats between activation rows). */
+void s2q_gemv_rows(int64_t type, int64_t raw, int64_t row_bytes, int64_t r0, int64_t r1, int64_t xq,
+                   int64_t xd, int64_t xbs, int64_t m, int64_t cols, int64_t out, int64_t out_stride) {
+    if (type < 0 || type >= N_TYPES || m < 1 || m > MAX_M) return;  /* checked by the caller */
+    ROWS[level][type]((const uint8_t *)(intptr_t)raw, row_bytes, r0, r1, (const int8_t *)(intptr_t)xq,
+                      (const float *)(intptr_t)xd, (const int16_t *)(intptr_t)xbs, m, cols,
+                      (float *)(intptr_t)out, out_stride);
+}
+
+/* ---- Python module: introspection and addresses only; the work is called from numba ---- */
+
+static PyObject *py_level(PyObject *self, PyObject *args) {
+    (void)self; (void)args;
+    return PyUnicode_FromString(LEVEL_NAMES[level]);
+}
+
+static PyObject *py_levels(PyObject *self, PyObject *args) {
+    (void)self; (void)args;
+    PyObject *l = PyList_New(0);
+    if (!l) return NULL;
+    for (int i = 0; i <= best_level; i++) {
+        PyObject *s = PyUnicode_FromString(LEVEL_NAMES[i]);
+        if (!s || PyList_Append(l, s) < 0) { Py_XDECREF(s); Py_DECREF(l); return NULL; }
+        Py_DECREF(s);
+    }
+    return l;
+}
+
+static PyObject *py_set_level(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
+    for (int i = 0; i <= best_level; i++)
+        if (strcmp(name, LEVEL_NAMES[i]) == 0) { level = i; Py_RETURN_NONE; }
+    PyErr_Format(PyExc_ValueError, "kernel level %s is not available on this CPU", name);
+    return NULL;
+}
+
+static PyObject *py_addresses(PyObject *self, PyObject *args) {
+    (void)self; (void)args;
+    return Py_BuildValue("{s:K,s:K}", "s2q_gemv_rows", (unsigned long long)(uintptr_t)&s2q_gemv_rows,
+                         "s2q_quantize_q8k", (unsigned long long)(uintptr_t)&s2q_quantize_q8k);
+}
+
+static PyMethodDef METHODS[] = {
+    {"level", py_level, METH_NOARGS, "The instruction set the kernels use now."},
+    {"levels", py_levels, METH_NOARGS, "The instruction sets this CPU supports, weakest first."},
+    {"set_level", py_set_level, METH_VARARGS, "Use one of levels() (tests; the default is the best)."},
+    {"addresses", py_addresses, METH_NOARGS, "Entry-point addresses, for numba's linker."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_qdot",
+                                    "Integer-dot-product K-quant GEMV rows (see _qdot.c).", -1, METHODS};
+
+PyMODINIT_FUNC PyInit__qdot(void) {
+    init_tables();
+    level = best_level;
+    PyObject *mod = PyModule_Create(&MODULE);
+    if (mod) {
+        PyModule_AddIntConstant(mod, "MAX_M", MAX_M);
+        PyModule_AddIntConstant(mod, "Q4_K", T_Q4_K);
+        PyModule_AddIntConstant(mod, "Q5_K", T_Q5_K);
+        PyModule_AddIntConstant(mod, "Q6_K", T_Q6_K);
+        PyModule_AddIntConstant(mod, "Q3_K", T_Q3_K);
+        PyModule_AddIntConstant(mod, "Q2_K", T_Q2_K);
+    }
+    return mod;
+}

@@ -1,0 +1,158 @@
+"""The C integer-dot-product GEMV for K-quants (engine/kernels/intdot.py + _qdot.c) against
+float64 dequantize-then-matmul, on every instruction-set path this CPU has.
+
+Error bounds: each output's error relative to |x_i| |w_r| (the largest the dot product could
+be; relative to the output itself, cancellation can make any bound fail), and why:
+- one int8 plane (ggml's "Q8_K": round(x * 127 / max|x|) per 256 values): each activation is
+  off by at most 1/254 of its block's largest magnitude. For Gaussian activations the expected
+  error is ~4e-4 of |x||w| (about 0.7 % of the outputs' RMS, the error ggml's own CPU kernels
+  have on these types: they quantize activations the same way); the worst case possible is
+  8/127 = 6e-2. Measured max over these tests: 1.1e-3; bounded at INT8_REL = 3e-3.
+- two planes (the default: the int8 values, then what they missed, again as int8): the
+  residual is quantized with 1/127 of its own range, so ~250x less. Measured max: 8.6e-6;
+  bounded at INT8X2_REL = 3e-5.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("numba")
+
+from s2studio.engine.kernels import intdot  # noqa: E402
+from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
+
+import gguf  # noqa: E402
+
+GT = gguf.GGMLQuantizationType
+# Byte offsets of the float16 super-block scales (d, and dmin where present).
+SCALE_OFFSETS = {"Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,), "Q3_K": (108,), "Q2_K": (80, 82)}
+
+
+def random_blocks(type_name: str, rows: int, cols: int, seed: int) -> np.ndarray:
+    """Random block bytes with sane float16 scales (as test_qkernels_k.py: gguf-py cannot
+    quantize K-types)."""
+    block, size = gguf.GGML_QUANT_SIZES[GT[type_name]]
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(0, 256, size=(rows, cols // block, size), dtype=np.uint8)
+    for off in SCALE_OFFSETS[type_name]:
+        d = rng.uniform(1e-3, 2e-2, size=(rows, cols // block)) * rng.choice([-1, 1], size=(rows, cols // block))
+        raw[:, :, off:off + 2] = d.astype(np.float16).view(np.uint8).reshape(rows, -1, 2)
+    return raw.reshape(rows, -1)
+
+
+def reference(type_name: str, raw: np.ndarray, cols: int) -> np.ndarray:
+    return gguf.quants.dequantize(raw, GT[type_name]).reshape(raw.shape[0], cols)
+
+pytestmark = pytest.mark.skipif(not intdot.available(), reason=f"integer kernels not here: {intdot.describe()}")
+
+K_TYPES = ["Q4_K", "Q5_K", "Q6_K", "Q3_K", "Q2_K"]
+INT8_REL = 3e-3
+INT8X2_REL = 3e-5
+SHAPES = [(37, 512), (64, 1024), (1, 256), (33, 768)]  # rows not multiples of the 32-row tasks
+
+
+@pytest.fixture(params=intdot.levels())
+def level(request):
+    before = intdot.level()
+    intdot.set_level(request.param)
+    yield request.param
+    intdot.set_level(before)
+
+
+def check(qtype, raw, x, planes, bound):
+    rows, cols = raw.shape[0], x.shape[1]
+    got = np.full((x.shape[0], rows), np.nan, np.float32)  # every entry must be written
+    intdot.gemv(qtype, raw, x, got, planes)
+    w = reference(qtype, raw, cols).astype(np.float64)
+    want = x.astype(np.float64) @ w.T
+    # Each output's error relative to |x_i| |w_r| (Cauchy-Schwarz: the largest it could be),
+    # not to |output|, which cancellation can make arbitrarily small.
+    scale = np.linalg.norm(x.astype(np.float64), axis=1)[:, None] * np.linalg.norm(w, axis=1)[None, :]
+    err = (np.abs(got - want) / np.maximum(scale, 1e-30)).max()
+    assert err <= bound, (qtype, planes, err)
+    return got
+
+
+@pytest.mark.parametrize("qtype", K_TYPES)
+@pytest.mark.parametrize("rows,cols", SHAPES)
+def test_gemv_on_every_instruction_set(level, qtype, rows, cols):
+    raw = random_blocks(qtype, rows, cols, rows * 13 + cols)
+    for m in (1, 2, 16):
+        x = np.random.default_rng(m).standard_normal((m, cols)).astype(np.float32)
+        check(qtype, raw, x, 1, INT8_REL)
+        check(qtype, raw, x, 2, INT8X2_REL)
+
+
+@pytest.mark.parametrize("qtype", K_TYPES)
+def test_instruction_sets_agree(qtype):
+    """The SIMD paths compute what the portable C computes (up to float summation order)."""
+    raw = random_blocks(qtype, 40, 1024, 2)
+    x = np.random.default_rng(0).standard_normal((3, 1024)).astype(np.float32)
+    before = intdot.level()
+    outs = []
+    try:
+        for lv in intdot.levels():
+            intdot.set_level(lv)
+            out = np.empty((3, 40), np.float32)
+            intdot.gemv(qtype, raw, x, out, 1)
+            outs.append(out)
+    finally:
+        intdot.set_level(before)
+    for out in outs[1:]:
+        np.testing.assert_allclose(out, outs[0], rtol=0, atol=1e-5 * np.abs(outs[0]).max())
+
+
+@pytest.mark.parametrize("qtype", K_TYPES)
+def test_activations_with_a_mean_outliers_and_zeros(qtype):
+    """Real activations are not centred and have outlier channels; an all-zero row (amax 0)
+    must give exact zeros, not NaN."""
+    rows, cols = 40, 1024
+    raw = random_blocks(qtype, rows, cols, 11)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, cols)).astype(np.float32)
+    x[0] += 4.0
+    x[1, ::97] *= 50.0
+    x[2] = 0.0
+    got = check(qtype, raw, x[:2].copy(), 2, INT8X2_REL)
+    assert np.isfinite(got).all()
+    out = np.full((3, rows), np.nan, np.float32)
+    intdot.gemv(qtype, raw, x, out, 2)
+    assert (out[2] == 0).all()
+
+
+def test_quant_matrix_uses_it_for_decode_rows_only():
+    rows, cols = 45, 768
+    raw = random_blocks("Q4_K", rows, cols, 5)
+    deq = torch.from_numpy(reference("Q4_K", raw, cols)).double()
+    w = QuantMatrix("Q4_K", raw, (rows, cols))
+    assert w.int_dot
+    x = torch.randn(16, cols, generator=torch.Generator().manual_seed(0))
+    want = x.double() @ deq.T
+    scale = x.double().norm(dim=1)[:, None] * deq.norm(dim=1)[None, :]
+    assert ((w.matmul_t(x).double() - want).abs() / scale).max() <= INT8X2_REL
+    with pytest.raises(ValueError, match="no integer kernel"):
+        QuantMatrix("Q8_0", np.zeros((8, 34), np.uint8), (8, 32), int_dot=True)
+    assert not QuantMatrix("Q8_0", np.zeros((8, 34), np.uint8), (8, 32)).int_dot
+
+
+def test_engine_falls_back_to_numba_without_the_extension():
+    """A machine that had no compiler at install time: no _qdot module. The K-quant GEMV then
+    runs on the numba float32 kernel, and describe() says why (the self-test prints it)."""
+    code = (
+        "import sys; sys.modules['s2studio.engine.kernels._qdot'] = None\n"
+        "import numpy as np, torch\n"
+        "from s2studio.engine.kernels import intdot\n"
+        "from s2studio.engine.kernels.qmatrix import QuantMatrix\n"
+        "assert not intdot.available()\n"
+        "w = QuantMatrix('Q4_K', np.zeros((8, 144), np.uint8), (8, 256))\n"
+        "assert not w.int_dot and w.matmul_t(torch.ones(1, 256)).abs().max() == 0\n"
+        "print(intdot.describe())\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("numba float32 (the C integer kernels are not built")

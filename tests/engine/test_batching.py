@@ -186,3 +186,63 @@ def test_bad_take_raises_in_its_caller_and_the_batch_goes_on():
 def test_max_batch_range():
     with pytest.raises(ValueError):
         FrameBatcher(golden_model("tts_f32"), IM_END, max_batch=MAX_BATCH + 1)
+
+
+# ---- the Pipeline: batched jobs on their own threads, as the server runs them ---------------
+
+@pytest.fixture(scope="module")
+def clone_pipeline():
+    from s2studio.engine.pipeline import EngineSettings, Pipeline
+
+    p = Pipeline(EngineSettings(str(GOLDEN / "clone_f32_qknorm" / "model.gguf"), codec_mode="cpu", threads=1))
+    p.load()
+    return p
+
+
+def pipeline_requests():
+    from s2studio.engine.pipeline import Segmentation, SynthesisRequest
+
+    return [
+        SynthesisRequest("Hello there, this is the first one.", generation=params(13, seed=11), stream_stride=3),
+        SynthesisRequest("Short.", generation=params(7, seed=12, temperature=0.0, ras=False)),
+        SynthesisRequest("Two sentences here. And the second one!", generation=params(5, seed=13),
+                         segmentation=Segmentation(enabled=True), stream_stride=2),
+    ]
+
+
+def test_pipeline_batched_jobs_equal_alone(clone_pipeline):
+    alone_results = [clone_pipeline.synthesize(r).run_to_end() for r in pipeline_requests()]
+    jobs = [clone_pipeline.synthesize(r, batched=True) for r in pipeline_requests()]
+    results: list = [None] * len(jobs)
+    chunks: list = [[] for _ in jobs]
+
+    def run(i):
+        for c in jobs[i]:
+            chunks[i].append(c)
+        results[i] = jobs[i].result
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert clone_pipeline._batcher.largest_batch >= 2  # they shared steps
+    for i, (got, want) in enumerate(zip(results, alone_results)):
+        np.testing.assert_array_equal(got.codes, want.codes, err_msg=f"request {i}")
+        np.testing.assert_array_equal(got.audio, want.audio, err_msg=f"request {i}")
+        np.testing.assert_array_equal(np.concatenate([c.samples for c in chunks[i]]), want.audio)
+        assert got.timings.frames == want.timings.frames and got.stop_reason == want.stop_reason
+
+
+def test_pipeline_batched_job_cancel(clone_pipeline):
+    from s2studio.engine.pipeline import SynthesisRequest
+
+    job = clone_pipeline.synthesize(SynthesisRequest("Long one.", generation=params(200, seed=1), stream_stride=1),
+                                    batched=True)
+    got = 0
+    for _ in job:
+        got += 1
+        if got == 3:
+            job.cancel()
+    r = job.result
+    assert r.cancelled and r.codes.shape[1] == 3 and r.timings.frames == 3

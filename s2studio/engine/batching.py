@@ -86,6 +86,16 @@ class FrameBatcher:
         with self._cond:
             return len(self._active)
 
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait for the driver thread to end (no take left); True if it has. A script should
+        call this before exiting: a daemon thread stopped inside a torch call aborts the process."""
+        with self._cond:
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
+
     def frames(self, prompt: np.ndarray, params: GenerationParams, *, cancel: threading.Event | None = None,
                stats: GenerationStats | None = None) -> Iterator[Frame]:
         """As ``generate_frames``, with this take decoded in the shared batch. Bad input raises

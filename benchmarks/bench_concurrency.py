@@ -63,12 +63,11 @@ def take_params(frames: int, seed: int) -> GenerationParams:
 def run_alone(model, im_end: int, frames: int, prompt_tokens: int) -> dict:
     st = GenerationStats()
     t0 = time.perf_counter()
-    for _ in generate_frames(model, make_prompt(model, prompt_tokens, 0), take_params(frames, 0), im_end_id=im_end,
-                             stats=st):
-        pass
+    codes = [f.codes for f in generate_frames(model, make_prompt(model, prompt_tokens, 0), take_params(frames, 0),
+                                              im_end_id=im_end, stats=st)]
     wall = time.perf_counter() - t0
     model.release_cache()
-    return {"ms_frame": [st.ms_per_frame], "wall_s": wall}
+    return {"ms_frame": [st.ms_per_frame], "wall_s": wall, "codes0": np.stack(codes, axis=1)}
 
 
 def run_batched(model, im_end: int, n: int, frames: int, prompt_tokens: int) -> dict:
@@ -76,10 +75,13 @@ def run_batched(model, im_end: int, n: int, frames: int, prompt_tokens: int) -> 
     stats = [GenerationStats() for _ in range(n)]
     errors: list[BaseException] = []
 
+    codes0: list[np.ndarray] = []
+
     def consume(i: int) -> None:
         try:
-            for _ in batcher.frames(make_prompt(model, prompt_tokens, i), take_params(frames, i), stats=stats[i]):
-                pass
+            for f in batcher.frames(make_prompt(model, prompt_tokens, i), take_params(frames, i), stats=stats[i]):
+                if i == 0:
+                    codes0.append(f.codes)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -94,7 +96,8 @@ def run_batched(model, im_end: int, n: int, frames: int, prompt_tokens: int) -> 
     if errors:
         raise errors[0]
     assert all(s.frames == frames for s in stats), [s.frames for s in stats]
-    return {"ms_frame": [s.ms_per_frame for s in stats], "wall_s": wall, "largest_batch": batcher.largest_batch}
+    return {"ms_frame": [s.ms_per_frame for s in stats], "wall_s": wall, "largest_batch": batcher.largest_batch,
+            "codes0": np.stack(codes0, axis=1)}
 
 
 def main(argv=None) -> int:
@@ -120,6 +123,7 @@ def main(argv=None) -> int:
     run_batched(model, im_end, 2, 2, a.prompt_tokens)
 
     runs: list[dict] = []
+    alone_codes = None
     for r in range(a.rounds):
         for n in ["alone", *ns]:
             load = loadavg()
@@ -127,10 +131,17 @@ def main(argv=None) -> int:
                 run_batched(model, im_end, n, a.frames, a.prompt_tokens)
             res.update(round=r, n=n, loadavg=load)
             runs.append(res)
+            # Take 0 has the alone run's prompt and seed: batched, it must make the same codes.
+            codes0 = res.pop("codes0")
+            if n == "alone":
+                alone_codes = codes0
+            else:
+                res["same_codes_as_alone"] = bool(np.array_equal(codes0, alone_codes))
             if not a.json:
                 ms = res["ms_frame"]
                 print(f"round {r} N={n!s:>5}: ms/frame {statistics.mean(ms):7.1f} (takes {min(ms):.1f}-{max(ms):.1f}), "
-                      f"wall {res['wall_s']:.1f} s, load {load}", file=sys.stderr)
+                      f"wall {res['wall_s']:.1f} s, load {load}, same codes as alone: "
+                      f"{res.get('same_codes_as_alone', '-')}", file=sys.stderr)
 
     def summary(n) -> dict:
         rs = [x for x in runs if x["n"] == n]
@@ -138,7 +149,8 @@ def main(argv=None) -> int:
         k = 1 if n == "alone" else n
         return {"n": n, "ms_frame_mean": [round(m, 1) for m in means],
                 "frames_per_s": [round(k * 1000 / m, 2) for m in means],
-                "wall_s": [round(x["wall_s"], 1) for x in rs], "loadavg": [x["loadavg"] for x in rs]}
+                "wall_s": [round(x["wall_s"], 1) for x in rs], "loadavg": [x["loadavg"] for x in rs],
+                "same_codes_as_alone": all(x.get("same_codes_as_alone", True) for x in rs)}
 
     rows = [summary(n) for n in ["alone", *ns]]
     base = rows[0]["ms_frame_mean"]

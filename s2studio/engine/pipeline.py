@@ -400,7 +400,7 @@ class Pipeline:
                 timings.first_audio_s = time.perf_counter() - t_start
             return chunk
 
-        model, codec, tok = self.model, self.codec, self.tokenizer
+        model, codec = self.model, self.codec
         ref_codes, ref_text = self._reference(request, timings)
         # Build every prompt first: a bad segment, or one the model's context cannot hold,
         # fails before any audio is produced.

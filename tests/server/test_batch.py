@@ -84,3 +84,32 @@ def test_serve_max_batch_default():
     from s2studio.server.config import DEFAULT_MAX_BATCH
 
     assert build_parser().parse_args(["serve"]).max_batch == DEFAULT_MAX_BATCH
+
+
+def test_a_client_hanging_up_leaves_the_others_audio_unchanged(start_server, api):
+    texts = ["The first of two that stay.", "The second one stays too."]
+    # Long enough (60 frames) to be seen running beside the third.
+    params = [{"max_new_tokens": 60, "min_tokens_before_end": 60, "seed": 7 + i} for i in range(2)]
+    alone_server = start_server(max_batch=1)
+    alone = [api.generate(alone_server, {"text": texts[i]}, params=params[i], timeout=60) for i in range(2)]
+    server = start_server(max_batch=3)
+    conn, resp = api.open_stream(server, {"text": "Goes away."}, LONG)
+    replies: list = [None] * 2
+    try:
+        assert resp.status == 200 and resp.read1(1024)
+
+        def send(i):
+            replies[i] = api.generate(server, {"text": texts[i]}, params=params[i], timeout=120)
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        assert api.wait_until(lambda: api.health(server)["queue"]["running"] == 3)
+    finally:
+        conn.close()  # the long take's client hangs up while the other two run beside it
+    for t in threads:
+        t.join(150)
+    assert [r.status for r in replies] == [200, 200]
+    for i in range(2):
+        assert replies[i].body == alone[i].body, f"request {i}"
+    assert api.wait_until(lambda: api.health(server)["queue"]["running"] == 0)

@@ -33,6 +33,15 @@ def _positive_seconds(value: str) -> float:
     return seconds
 
 
+def _batch_size(value: str) -> int:
+    from s2studio.server.config import MAX_BATCH
+
+    n = int(value)
+    if not 1 <= n <= MAX_BATCH:
+        raise argparse.ArgumentTypeError(f"must be 1..{MAX_BATCH}")
+    return n
+
+
 def _positive(value: str) -> int:
     n = int(value)
     if n < 1:
@@ -64,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
               f"server{'' if api_key else ' (no --api-key set)'}.", file=sys.stderr)
     voice_dir = args.voice_dir or str(default_voice_dir())
     os.makedirs(voice_dir, exist_ok=True)  # so the folder checks resolve against a real path
-    config = ServerConfig(voice_dir=voice_dir, queue_depth=args.queue_depth, api_key=api_key,
+    config = ServerConfig(voice_dir=voice_dir, queue_depth=args.queue_depth, max_batch=args.max_batch,
+                          api_key=api_key,
                           max_upload_bytes=int(args.max_upload_mb * 1024 * 1024),
                           generation=generation_params(args), max_new_tokens_limit=args.max_tokens_limit,
                           max_text_chars=args.max_text_chars, allowed_hosts=args.allowed_hosts,
@@ -77,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"loading {args.model} ...", file=sys.stderr)
         pipeline.load()  # before the port is announced, as s2.cpp initializes first
         port = sock.getsockname()[1]
-        print(f"serving on http://{args.host}:{port} (voices: {voice_dir}, queue depth {args.queue_depth})",
+        print(f"serving on http://{args.host}:{port} (voices: {voice_dir}, {args.max_batch} at once, "
+              f"queue depth {args.queue_depth})",
               file=sys.stderr)
         serve_forever(create_app(pipeline, config), args.host, port,
                       log_level=args.log_level.replace("warn", "warning"), sock=sock)
@@ -91,7 +102,7 @@ def register(subparsers) -> None:
     from s2studio.cli.options import add_engine_options, add_sampling_options
     from s2studio.server.config import (DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS,
                                         DEFAULT_MAX_TEXT_CHARS, DEFAULT_MAX_UPLOAD_MB, DEFAULT_PORT,
-                                        DEFAULT_QUEUE_DEPTH)
+                                        DEFAULT_MAX_BATCH, DEFAULT_QUEUE_DEPTH, MAX_BATCH)
 
     p = subparsers.add_parser("serve", help="HTTP server compatible with s2.cpp's /generate",
                               description="Serve S2 Pro over HTTP: s2.cpp's POST /generate, an OpenAI-style "
@@ -101,9 +112,12 @@ def register(subparsers) -> None:
     p.add_argument("-P", "--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     add_voice_dir(p, outermost=False,
                   helptext="folder of .s2voice voices; requests cannot reach outside it (default: the studio's)")
+    p.add_argument("--max-batch", type=_batch_size, default=DEFAULT_MAX_BATCH,
+                   help=f"requests synthesized at once, decoded together (1..{MAX_BATCH}, default "
+                        f"{DEFAULT_MAX_BATCH}; 1 = one at a time, as s2.cpp)")
     p.add_argument("--queue-depth", type=_non_negative, default=DEFAULT_QUEUE_DEPTH,
-                   help=f"requests that may wait behind the running one; beyond that 503 "
-                        f"(default {DEFAULT_QUEUE_DEPTH}; 0 = s2.cpp's behaviour)")
+                   help=f"requests that may wait behind the running ones; beyond that 503 "
+                        f"(default {DEFAULT_QUEUE_DEPTH}; 0 with --max-batch 1 = s2.cpp's behaviour)")
     p.add_argument("--api-key", default=None,
                    help="require 'Authorization: Bearer KEY' (default: $S2STUDIO_API_KEY, else none)")
     p.add_argument("--max-upload-mb", type=_positive_mb, default=DEFAULT_MAX_UPLOAD_MB,

@@ -14,6 +14,7 @@ build ``EngineSettings`` and ``SynthesisRequest`` values before the model is eve
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import logging
 import threading
@@ -190,7 +191,10 @@ class Pipeline:
         """``voices``: a ``VoiceLibrary`` for requests that name a voice (default folder if None)."""
         self._settings = settings
         self._voices = voices
-        self._lock = threading.RLock()  # one synthesis or (re)load at a time
+        self._lock = threading.RLock()  # one synthesis or (re)load at a time (a batched step, too)
+        # The codec is shared by batched takes, each decoding its own stream on its own thread.
+        self._codec_lock = threading.Lock()
+        self._batcher = None  # FrameBatcher of the loaded model, made on the first batched take
         self.tokenizer = None
         self.model = None
         self.placement = None
@@ -331,31 +335,64 @@ class Pipeline:
         check("reference_samples", int(np.shape(samples)[-1]) if np.ndim(samples) else 0,
               label="reference audio (samples at 44.1 kHz)")
         self.load()
-        with self._lock:
+        with self._lock, self._codec_lock:
             return self.codec.encode(np.asarray(samples, dtype=np.float32))
 
-    def synthesize(self, request: SynthesisRequest) -> SynthesisJob:
+    def synthesize(self, request: SynthesisRequest, *, batched: bool = False) -> SynthesisJob:
+        """A job for ``request``. ``batched``: decode it together with the other batched jobs
+        running at the time (each on its own thread; the server's concurrent requests), one
+        pass over the weights per step for all; its seeded output is the same as alone.
+        Otherwise (app, CLI) the take runs alone and holds the pipeline until it ends."""
         check_request(request)
+        if batched:
+            return SynthesisJob(lambda job: self._run_batched(request, job))
         return SynthesisJob(lambda job: self._run(request, job))
 
     def _run(self, request: SynthesisRequest, job: SynthesisJob) -> Iterator[AudioChunk]:
+        from s2studio.engine.model.generate import generate_frames
+
         # The lock is held until the generator finishes or is closed: one take at a time.
         with self._lock:
             try:
-                yield from self._run_locked(request, job)
+                timings = Timings()
+                if not self.is_loaded:
+                    self.load()
+                    timings.load_s = self.last_load_s
+                frames = functools.partial(generate_frames, self.model, im_end_id=self.tokenizer.im_end_id)
+                yield from self._run_take(request, job, timings, frames)
             finally:
                 # A take's KV cache can be large (prompt + frames); it must not stay alive
                 # until the next take.
                 if self.model is not None:
                     self.model.release_cache()
 
-    def _run_locked(self, request: SynthesisRequest, job: SynthesisJob) -> Iterator[AudioChunk]:
-        from s2studio.engine.model.generate import GenerationStats, generate_frames
+    def _run_batched(self, request: SynthesisRequest, job: SynthesisJob) -> Iterator[AudioChunk]:
+        # The lock only while loading and picking the batcher: the batcher takes it for each
+        # step, so batched takes interleave with each other, never with a take run alone.
+        with self._lock:
+            timings = Timings()
+            if not self.is_loaded:
+                self.load()
+                timings.load_s = self.last_load_s
+            batcher = self._frame_batcher()
+        yield from self._run_take(request, job, timings, batcher.frames)
 
-        timings = Timings()
-        if not self.is_loaded:
-            self.load()
-            timings.load_s = self.last_load_s
+    def _frame_batcher(self):
+        """(under the lock) The batcher of the loaded model; a reload gets a new one (takes
+        still in the old one finish on the model they started with)."""
+        from s2studio.engine.batching import FrameBatcher
+
+        b = self._batcher
+        if b is None or b.model is not self.model or b.im_end_id != self.tokenizer.im_end_id:
+            b = self._batcher = FrameBatcher(self.model, self.tokenizer.im_end_id, model_lock=self._lock)
+        return b
+
+    def _run_take(self, request: SynthesisRequest, job: SynthesisJob, timings: Timings, frame_source
+                  ) -> Iterator[AudioChunk]:
+        """The take: segments, prompts, frames from ``frame_source`` (``generate_frames``'
+        signature without the model), streamed codec decode, post-processing."""
+        from s2studio.engine.model.generate import GenerationStats
+
         t_start = time.perf_counter()  # total_s and the real-time factor exclude loading
 
         def first(chunk: AudioChunk) -> AudioChunk:
@@ -363,7 +400,7 @@ class Pipeline:
                 timings.first_audio_s = time.perf_counter() - t_start
             return chunk
 
-        model, codec, tok = self.model, self.codec, self.tokenizer
+        model, codec = self.model, self.codec
         ref_codes, ref_text = self._reference(request, timings)
         # Build every prompt first: a bad segment, or one the model's context cannot hold,
         # fails before any audio is produced.
@@ -397,8 +434,7 @@ class Pipeline:
             frames: list[np.ndarray] = []
             pending: list[np.ndarray] = []
             pieces: list[np.ndarray] = []
-            for frame in generate_frames(model, prompts[seg.index], params, im_end_id=tok.im_end_id,
-                                         cancel=job.cancel_event, stats=stats):
+            for frame in frame_source(prompts[seg.index], params, cancel=job.cancel_event, stats=stats):
                 frames.append(frame.codes)
                 pending.append(frame.codes)
                 if job.cancel_event.is_set():
@@ -518,16 +554,17 @@ class Pipeline:
             return np.asarray(request.reference_codes), request.reference_text
         if request.reference_audio is not None:
             t = time.perf_counter()
-            codes = self.codec.encode(np.asarray(request.reference_audio, dtype=np.float32))
+            with self._codec_lock:
+                codes = self.codec.encode(np.asarray(request.reference_audio, dtype=np.float32))
             timings.encode_reference_s = time.perf_counter() - t
             return codes, request.reference_text
         return None, None
 
-    @staticmethod
-    def _decode_chunk(decoder, pending: list[np.ndarray], frames: list[np.ndarray], segment: int, n_seg: int,
+    def _decode_chunk(self, decoder, pending: list[np.ndarray], frames: list[np.ndarray], segment: int, n_seg: int,
                       pieces: list[np.ndarray], timings: Timings) -> AudioChunk:
         t = time.perf_counter()
-        samples = decoder.feed(np.stack(pending, axis=1))
+        with self._codec_lock:
+            samples = decoder.feed(np.stack(pending, axis=1))
         timings.decode_s += time.perf_counter() - t
         if not np.isfinite(samples).all():  # NaN/Inf codec weights: one message, never a NaN WAV
             raise ModelFileError(decoder.codec.path,

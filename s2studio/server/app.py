@@ -73,7 +73,7 @@ class Server:
     def __init__(self, pipeline: Pipeline, config: ServerConfig):
         self.pipeline = pipeline
         self.config = config
-        self.queue = JobQueue(config.queue_depth, threads=pipeline.settings.threads)
+        self.queue = JobQueue(config.queue_depth, threads=pipeline.settings.threads, workers=config.max_batch)
         settings = pipeline.settings
         self.redact = PathRedactor(
             [(os.fspath(config.voice_dir), "<voice folder>"), (os.path.dirname(os.path.abspath(settings.model_path)),
@@ -161,7 +161,7 @@ class Server:
             "gpu_layers": placement.gpu_layer_count if placement is not None else None,
             "codec_device": p.codec_placement.device if p.codec_placement is not None else None,
             "sample_rate": p.codec.sample_rate if p.codec is not None else None,
-            "queue": {"running": int(self.queue.busy), "waiting": self.queue.waiting, "depth": self.queue.depth},
+            "queue": {"running": self.queue.running, "waiting": self.queue.waiting, "depth": self.queue.depth},
         })
 
     async def openapi(self, request: Request):
@@ -198,7 +198,8 @@ class Server:
             text=spec.text, reference_audio=samples, reference_codes=codes,
             reference_text=ref_text if (samples is not None or codes is not None) else None,
             generation=spec.generation, segmentation=spec.segmentation,
-            postprocess=postprocess_for(spec, output), stream_stride=spec.stream_stride))
+            postprocess=postprocess_for(spec, output), stream_stride=spec.stream_stride),
+            batched=self.config.max_batch > 1)
         ticket = enqueue(job)
         return SynthesisResponse(self.queue, ticket, output, self.pipeline.codec.sample_rate, self.redact)
 

@@ -9,6 +9,9 @@ from s2studio.engine.params import GenerationParams
 
 DEFAULT_PORT = 3030  # s2.cpp's
 DEFAULT_QUEUE_DEPTH = 4
+# Takes decoded together (``serve --max-batch``); the engine's batch holds at most MAX_BATCH.
+DEFAULT_MAX_BATCH = 4
+MAX_BATCH = 8  # s2studio.engine.batching.MAX_BATCH (a test keeps them equal; no torch import here)
 DEFAULT_MAX_UPLOAD_MB = 50.0
 DEFAULT_MAX_TEXT_CHARS = 10_000
 DEFAULT_MAX_CONNECTIONS = 100
@@ -22,6 +25,9 @@ class ServerConfig:
     voice_dir: str | os.PathLike[str]
     # Requests allowed to wait behind the running one; 0 answers 503 whenever busy (s2.cpp).
     queue_depth: int = DEFAULT_QUEUE_DEPTH
+    # Requests synthesized at once, decoded together in one batch (1..MAX_BATCH). 1: one take
+    # at a time, the others wait their turn (as s2.cpp; ``serve`` defaults to DEFAULT_MAX_BATCH).
+    max_batch: int = 1
     api_key: str | None = None  # None: no authentication (the default bind is loopback-only)
     max_upload_bytes: int = int(DEFAULT_MAX_UPLOAD_MB * 1024 * 1024)
     # Per-request defaults, as s2.cpp's server takes them from its command line.
@@ -48,6 +54,8 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if self.queue_depth < 0:
             raise ValueError("queue_depth must be 0 or more")
+        if not 1 <= self.max_batch <= MAX_BATCH:
+            raise ValueError(f"max_batch must be 1..{MAX_BATCH}, not {self.max_batch}")
         if self.max_upload_bytes < 1:
             raise ValueError("max_upload_bytes must be positive")
         if self.max_text_chars < 1 or self.max_reference_text_chars < 1:

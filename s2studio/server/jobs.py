@@ -1,11 +1,14 @@
-"""A bounded FIFO of synthesis jobs run one at a time on a worker thread.
+"""A bounded FIFO of synthesis jobs, run by ``workers`` threads (one per take at a time).
 
-The Pipeline holds one model and runs one take at a time, so requests take turns. s2.cpp
-answers a second request with 503; here up to ``depth`` requests wait in arrival order and
-only a request beyond that gets 503. The worker thread iterates each ``SynthesisJob`` and hands
-every chunk to the request's event loop as soon as it is decoded. Cancelling a ticket (client
-gone) removes it from the queue if it is still waiting, or cancels its job at the next frame
-boundary if it is running, so the next request starts at once.
+With one worker the Pipeline runs one take at a time and requests take turns (s2.cpp answers
+a second request with 503; here up to ``depth`` requests wait in arrival order and only a
+request beyond that gets 503). With more workers, up to that many takes run at once, each on
+its own thread, decoded together in the pipeline's batch (``Pipeline.synthesize(batched=
+True)``: one pass over the weights per step for all of them); more wait, up to ``depth``. A
+worker iterates its ``SynthesisJob`` and hands every chunk to the request's event loop as
+soon as it is decoded. Cancelling a ticket (client gone) removes it from the queue if it is
+still waiting, or cancels its job at the next frame boundary if it is running, so the next
+request starts at once.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import collections
 import contextlib
 import logging
 import threading
+import time
 from dataclasses import dataclass
 
 from s2studio.engine.pipeline import AudioChunk, SynthesisJob, SynthesisResult
@@ -84,15 +88,16 @@ class Ticket:
 
 
 class JobQueue:
-    def __init__(self, depth: int, threads: int = 0):
+    def __init__(self, depth: int, threads: int = 0, workers: int = 1):
         self.depth = depth
         self.threads = threads  # the server's CPU thread count (0: all cores), between requests
+        self.workers = workers  # takes running at once
         self._waiting: collections.deque[Ticket] = collections.deque()
         self._admitted = 0  # requests given a place but not yet queued (still being read/decoded)
-        self._active: Ticket | None = None
+        self._active: list[Ticket] = []
         self._cond = threading.Condition()
         self._stopping = False
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     # ---- state, for /health -----------------------------------------------------------------
     @property
@@ -102,43 +107,52 @@ class JobQueue:
             return len(self._waiting) + self._admitted
 
     @property
-    def busy(self) -> bool:
+    def running(self) -> int:
+        """Takes running now (at most ``workers``)."""
         with self._cond:
-            return self._active is not None
+            return len(self._active)
+
+    @property
+    def busy(self) -> bool:
+        return self.running > 0
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
         with self._cond:
-            if self._thread is not None:
+            if self._threads:
                 return
             self._stopping = False
-            self._thread = threading.Thread(target=self._work, name="s2studio-synthesis", daemon=True)
-            self._thread.start()
+            self._threads = [threading.Thread(target=self._work, name=f"s2studio-synthesis-{i}", daemon=True)
+                             for i in range(self.workers)]
+            for thread in self._threads:
+                thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Cancel everything and wait (bounded) for the worker to leave."""
         with self._cond:
             self._stopping = True
-            tickets = list(self._waiting) + ([self._active] if self._active else [])
+            tickets = list(self._waiting) + self._active
             self._waiting.clear()
             self._cond.notify_all()
-            thread, self._thread = self._thread, None
+            threads, self._threads = self._threads, []
         for ticket in tickets:
             ticket.cancel()
             ticket.post(Failed(RuntimeError("The server is shutting down.")))
-        if thread is not None:
-            thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     # ---- requests -----------------------------------------------------------------------------
     def _check_room(self) -> None:
-        """(under the lock) ``QueueFull`` unless a request may join: one running plus ``depth``
-        waiting (admitted ones included) is full."""
+        """(under the lock) ``QueueFull`` unless a request may join: ``workers`` running plus
+        ``depth`` waiting (admitted ones included) is full."""
         if self._stopping:
             raise QueueFull("The server is shutting down.")
-        occupied = (self._active is not None) + len(self._waiting) + self._admitted
-        if occupied > self.depth:
-            waiting = occupied - (self._active is not None)
-            raise QueueFull(f"Server busy: one synthesis running and {waiting} waiting.")
+        occupied = len(self._active) + len(self._waiting) + self._admitted
+        if occupied >= self.workers + self.depth:
+            running = len(self._active)
+            what = "one synthesis" if running == 1 else f"{running} syntheses"
+            raise QueueFull(f"Server busy: {what} running and {occupied - running} waiting.")
 
     @contextlib.contextmanager
     def admission(self):
@@ -192,13 +206,14 @@ class JobQueue:
                     self._cond.wait()
                 if self._stopping:
                     return
-                ticket = self._active = self._waiting.popleft()
+                ticket = self._waiting.popleft()
+                self._active.append(ticket)
             try:
                 if not ticket.cancelled:
                     self._run(ticket)
             finally:
                 with self._cond:
-                    self._active = None
+                    self._active.remove(ticket)
                 ticket.finished.set()
 
     def _run(self, ticket: Ticket) -> None:

@@ -95,7 +95,7 @@ def openapi_document(config: ServerConfig, limits: RequestLimits = DEFAULT_LIMIT
                                                    "extension; wins over voice, loses to reference audio)."}
     form["params"] = {**text, "contentMediaType": "application/json",
                       "contentSchema": {"$ref": "#/components/schemas/GenerateParams"}}
-    busy = {"description": f"The queue is full ({config.queue_depth} waiting).",
+    busy = {"description": f"The queue is full ({config.max_batch} running, {config.queue_depth} waiting).",
             "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": _ERROR}
     common = {"400": _err("Bad field, JSON, type, or a number out of range."),
               "401": _err("API key missing or wrong."),

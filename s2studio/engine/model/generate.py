@@ -78,85 +78,144 @@ def check_finite(model: DualAR, logits: torch.Tensor, what: str, frame: int, *, 
                                            "its weights or metadata are damaged. Download the model again.")
 
 
+class FrameSampler:
+    """One take's sampling state between model calls: its seeded generator, the RAS window, the
+    step count and the stop rules of s2.cpp's loop. The model calls themselves are the caller's:
+    :func:`generate_frames` runs them for one take, ``engine.batching`` for several takes at
+    once, and both drive this class in the same order, so a seeded take draws the same numbers
+    either way.
+
+    The per-frame protocol: :meth:`take_hidden` (after the prefill or a Slow-AR step), then
+    :meth:`begin_frame` (code 0, or None: the take ended), :meth:`take_codes` for codebooks
+    1..C-1, :meth:`end_frame`, then :meth:`continues` (False: stop) and :meth:`column` for the
+    next Slow-AR step."""
+
+    def __init__(self, model: DualAR, prompt: np.ndarray, params: GenerationParams, *, im_end_id: int,
+                 cancel: threading.Event | None = None, stats: GenerationStats | None = None):
+        self.params = params = params.validated()
+        self.model = model
+        cfg = model.cfg
+        self.stats = st = stats if stats is not None else GenerationStats()
+        seed = params.seed if params.seed is not None else random.SystemRandom().randrange(2**63)
+        st.seed = seed
+        self.gen = torch.Generator().manual_seed(seed)
+        self.K, self.B, self.C = cfg.codebook_size, cfg.semantic_begin_id, cfg.num_codebooks
+        self.im_end_id = im_end_id
+        self.cancel = cancel
+        self.prompt = prompt
+        self.context_length = cfg.context_length
+        self.window = RepetitionWindow()
+        self.step = 0
+        self.main = -1
+        self.hidden: torch.Tensor | None = None
+        self.codes = np.empty(self.C, dtype=np.int32)
+        self._main_logits: torch.Tensor | None = None
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    def prompt_tokens(self) -> torch.Tensor:
+        """The prompt as int64 (C+1, L), checked against the model and its context."""
+        tokens = torch.from_numpy(np.ascontiguousarray(self.prompt, dtype=np.int64))
+        if tokens.ndim != 2 or tokens.shape[0] != self.C + 1:
+            raise InputError(f"prompt must have {self.C + 1} rows, got shape {tuple(tokens.shape)}")
+        check_fits_context(tokens.shape[1], self.params.max_new_tokens, self.context_length)
+        self.stats.prompt_tokens = tokens.shape[1]
+        return tokens
+
+    def cache_size(self, n_prompt: int) -> tuple[int, int]:
+        """(capacity, start) of this take's Slow-AR KV cache. It starts at the prompt plus a
+        few hundred frames and grows as frames come, so a large budget costs memory only if
+        the model really speaks that long."""
+        return n_prompt + self.params.max_new_tokens + 1, n_prompt + CACHE_START_FRAMES
+
+    def _sample_main(self, temperature: float, p: float) -> int:
+        logits = self._main_logits.clone()  # [semantic 0..K-1, im_end]; RAS may draw again
+        check_finite(self.model, logits, "Slow-AR logits", self.step)
+        if self.step < self.params.min_tokens_before_end:
+            logits[-1] = float("-inf")
+        i = sample_token(logits, temperature, p, self.params.top_k, self.gen)
+        return self.B + i if i < self.K else self.im_end_id
+
+    def take_hidden(self, hidden: torch.Tensor, main_logits: torch.Tensor) -> None:
+        """The Slow-AR's hidden state and head logits for this step: draws the main token."""
+        self.hidden, self._main_logits = hidden, main_logits
+        self.main = self._sample_main(self.params.temperature, self.params.top_p)
+
+    def begin_frame(self) -> int | None:
+        """Code 0 of the next frame, or None when the take ends here (``stop_reason`` "end")."""
+        p = self.params
+        main = self.main
+        if main == self.im_end_id:
+            self.stats.stop_reason = "end"
+            return None
+        if p.ras and p.temperature > 0 and main in self.window:  # main is semantic here
+            main = self.main = self._sample_main(RAS_TEMPERATURE, RAS_TOP_P)
+            if main == self.im_end_id:
+                self.stats.stop_reason = "end"
+                return None
+        self.window.push(main)
+        self.codes = np.empty(self.C, dtype=np.int32)
+        self.codes[0] = min(max(main - self.B, 0), self.K - 1)
+        return int(self.codes[0])
+
+    def take_codes(self, j: int, logits: torch.Tensor) -> int:
+        """Draw codebook ``j`` from the Fast-AR's logits."""
+        p = self.params
+        check_finite(self.model, logits, "Fast-AR logits", self.step)
+        self.codes[j] = sample_token(logits, p.temperature, p.top_p, p.top_k, self.gen)
+        return int(self.codes[j])
+
+    def end_frame(self) -> Frame:
+        self.stats.frames += 1
+        return Frame(self.step, self.codes)
+
+    def continues(self) -> bool:
+        """After a frame went out: whether another Slow-AR step is wanted (else the reason is
+        in ``stats.stop_reason``)."""
+        if self.cancelled():
+            self.stats.stop_reason = "cancelled"
+            return False
+        self.step += 1
+        if self.step >= self.params.max_new_tokens:
+            self.stats.stop_reason = "max_tokens"
+            return False
+        return True
+
+    def column(self) -> torch.Tensor:
+        """The next Slow-AR input: this frame's main token and codes, int64 (C+1, 1)."""
+        return torch.from_numpy(np.concatenate(([self.main], self.codes)).astype(np.int64)[:, None])
+
+
 def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams, *, im_end_id: int,
                     cancel: threading.Event | None = None,
                     stats: GenerationStats | None = None) -> Iterator[Frame]:
     """Prefill ``prompt`` (int [C+1, L]) and yield frames until <|im_end|>, the token budget,
     or cancellation."""
-    params = params.validated()
-    cfg = model.cfg
-    st = stats if stats is not None else GenerationStats()
-    seed = params.seed if params.seed is not None else random.SystemRandom().randrange(2**63)
-    st.seed = seed
-    gen = torch.Generator().manual_seed(seed)
-    K, B, C = cfg.codebook_size, cfg.semantic_begin_id, cfg.num_codebooks
-    T, top_p, top_k = params.temperature, params.top_p, params.top_k
-    n_max, min_end = params.max_new_tokens, params.min_tokens_before_end
-
-    def cancelled() -> bool:
-        return cancel is not None and cancel.is_set()
-
-    def sample_main(hidden: torch.Tensor, step: int, temperature: float, p: float) -> int:
-        logits = model.sampled_logits(hidden, im_end_id)  # [semantic 0..K-1, im_end]
-        check_finite(model, logits, "Slow-AR logits", step)
-        if step < min_end:
-            logits[-1] = float("-inf")
-        i = sample_token(logits, temperature, p, top_k, gen)
-        return B + i if i < K else im_end_id
-
-    if cancelled():
+    take = FrameSampler(model, prompt, params, im_end_id=im_end_id, cancel=cancel, stats=stats)
+    st = take.stats
+    if take.cancelled():
         st.stop_reason = "cancelled"
         return
-    tokens = torch.from_numpy(np.ascontiguousarray(prompt, dtype=np.int64))
-    if tokens.ndim != 2 or tokens.shape[0] != C + 1:
-        raise InputError(f"prompt must have {C + 1} rows, got shape {tuple(tokens.shape)}")
-    n_prompt = tokens.shape[1]
-    check_fits_context(n_prompt, n_max, cfg.context_length)
-    st.prompt_tokens = n_prompt
+    tokens = take.prompt_tokens()
     t0 = time.perf_counter()
-    # The cache starts at the prompt plus a few hundred frames and grows as frames come, so a
-    # large budget costs memory only if the model really speaks that long.
-    model.new_cache(n_prompt + n_max + 1, start=n_prompt + CACHE_START_FRAMES)
+    model.new_cache(*take.cache_size(tokens.shape[1]))
     hidden = model.forward_slow(tokens)
-    step = 0
-    main = sample_main(hidden, step, T, top_p)
+    take.take_hidden(hidden, model.sampled_logits(hidden, im_end_id))
     st.prefill_s = time.perf_counter() - t0
-    window = RepetitionWindow()
-    while True:
-        if main == im_end_id:
-            st.stop_reason = "end"
-            break
-        if params.ras and T > 0 and main in window:  # main is semantic here
-            main = sample_main(hidden, step, RAS_TEMPERATURE, RAS_TOP_P)
-            if main == im_end_id:
-                st.stop_reason = "end"
-                break
-        window.push(main)
-        codes = np.empty(C, dtype=np.int32)
-        codes[0] = min(max(main - B, 0), K - 1)
+    while (c0 := take.begin_frame()) is not None:
         t_fast = time.perf_counter()
-        cache, logits = model.fast_start(hidden, int(codes[0]))
-        check_finite(model, logits, "Fast-AR logits", step)
-        codes[1] = sample_token(logits, T, top_p, top_k, gen)
-        for j in range(2, C):
-            logits = model.fast_next(cache, int(codes[j - 1]), j)
-            check_finite(model, logits, "Fast-AR logits", step)
-            codes[j] = sample_token(logits, T, top_p, top_k, gen)
-        t_done = time.perf_counter()
-        st.fast_s += t_done - t_fast
-        st.frames += 1
-        yield Frame(step, codes)
-        if cancelled():
-            st.stop_reason = "cancelled"
-            break
-        step += 1
-        if step >= n_max:
-            st.stop_reason = "max_tokens"
+        cache, logits = model.fast_start(take.hidden, c0)
+        code = take.take_codes(1, logits)
+        for j in range(2, take.C):
+            code = take.take_codes(j, model.fast_next(cache, code, j))
+        st.fast_s += time.perf_counter() - t_fast
+        yield take.end_frame()
+        if not take.continues():
             break
         t_slow = time.perf_counter()
-        column = torch.from_numpy(np.concatenate(([main], codes)).astype(np.int64)[:, None])
-        hidden = model.forward_slow(column)
-        main = sample_main(hidden, step, T, top_p)
+        hidden = model.forward_slow(take.column())
+        take.take_hidden(hidden, model.sampled_logits(hidden, im_end_id))
         st.slow_s += time.perf_counter() - t_slow
     log.debug("generation stopped (%s) after %d frames", st.stop_reason, st.frames)
 

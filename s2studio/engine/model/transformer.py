@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from s2studio.engine.model.config import TransformerConfig
+from s2studio.engine.kernels import common as qkernels
 from s2studio.engine.kernels.qmatrix import QuantMatrix, prefill_linear
 from s2studio.engine.model.weights import LayerWeights, StackWeights, Weight
 
@@ -248,4 +249,80 @@ def stack_forward(x: torch.Tensor, stack: StackWeights, rope: RopeTable, pos0: i
         x = layer_forward(x.to(lw.device), lw, stack.cfg, rope, pos0, cache, i)
         if collect is not None:
             collect.append(x.detach().to("cpu"))
+    return x
+
+
+# ---- batched decode: several requests' rows through one pass over the weights ---------------
+#
+# A batched step must give every request exactly the numbers it gets alone (a seeded request
+# sounds the same whether or not others share its steps). Each row of x belongs to one request;
+# ``sizes`` says how many consecutive rows each has, as its own single-request call would pass.
+# Elementwise ops, RMSNorm and RoPE are per row. The matmuls are where batching pays and where
+# it could change the numbers:
+# - the quantized GEMV kernels compute every activation row with the same per-row arithmetic
+#   for any m ≤ MAX_KERNEL_ROWS (tests/engine/test_batching.py checks m=1 against m=B), so all
+#   rows go through one call and each weight is read once for the whole batch;
+# - torch's float32 GEMM is not row-independent (MKL takes a GEMV path for one row and a GEMM
+#   path, another summation order, for more), and float16/bfloat16/GPU kernels give no promise
+#   either, so a torch weight is applied per request, with that request's own row count.
+
+def linear_grouped(x: torch.Tensor, w: Weight, sizes: list[int]) -> torch.Tensor:
+    """``linear`` of consecutive row groups of ``x`` (``sizes``), each group's result exactly
+    what ``linear`` of that group alone gives; quantized weights are read once for all."""
+    if len(sizes) == 1:
+        return linear(x, w)
+    if isinstance(w, QuantMatrix) and x.shape[0] <= qkernels.MAX_KERNEL_ROWS \
+            and max(sizes) <= qkernels.MAX_KERNEL_ROWS:
+        return linear(x, w)
+    return torch.cat([linear(part, w) for part in x.split(sizes)])
+
+
+class Sequence:
+    """One request's place in a batched call: its rows start at position ``pos0`` of ``cache``."""
+
+    __slots__ = ("pos0", "n", "cache")
+
+    def __init__(self, pos0: int, n: int, cache: KVCache):
+        self.pos0, self.n, self.cache = pos0, n, cache
+
+
+def layer_forward_batch(x: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig, rope: RopeTable,
+                        seqs: list[Sequence], layer: int) -> torch.Tensor:
+    """``layer_forward`` for several requests at once: x holds each request's rows in turn
+    (``seqs`` in order). Each request attends to its own cache at its own positions; only
+    the matmuls are shared."""
+    hd, nh, nkv = cfg.head_dim, cfg.n_head, cfg.n_kv_head
+    sizes = [s.n for s in seqs]
+    n = x.shape[0]
+    qkv = linear_grouped(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv, sizes)
+    q = qkv[:, : nh * hd].reshape(n, nh, hd)
+    k = qkv[:, nh * hd: (nh + nkv) * hd].reshape(n, nkv, hd)
+    v = qkv[:, (nh + nkv) * hd:].reshape(n, nkv, hd)
+    if lw.q_norm is not None:
+        q = rms_norm(q, lw.q_norm, cfg.norm_eps)
+        k = rms_norm(k, lw.k_norm, cfg.norm_eps)
+    tables = [rope.get(s.pos0, s.n, x.device) for s in seqs]
+    cos = torch.cat([c for c, _ in tables])
+    sin = torch.cat([s for _, s in tables])
+    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    outs = []
+    a = 0
+    for s in seqs:
+        b = a + s.n
+        qi = q[a:b].transpose(0, 1)
+        ki, vi = k[a:b].transpose(0, 1).contiguous(), v[a:b].transpose(0, 1).contiguous()
+        outs.append(attend(qi, ki, vi, s.cache, layer, s.pos0))
+        s.cache.store(layer, s.pos0, ki, vi)
+        a = b
+    h = x + linear_grouped(torch.cat(outs), lw.wo, sizes)
+    f = rms_norm(h, lw.ffn_norm, cfg.norm_eps)
+    return h + linear_grouped(F.silu(linear_grouped(f, lw.w1, sizes)) * linear_grouped(f, lw.w3, sizes),
+                              lw.w2, sizes)
+
+
+def stack_forward_batch(x: torch.Tensor, stack: StackWeights, rope: RopeTable, seqs: list[Sequence]
+                        ) -> torch.Tensor:
+    """``stack_forward`` of several requests' rows (see :func:`layer_forward_batch`)."""
+    for i, lw in enumerate(stack.layers):
+        x = layer_forward_batch(x.to(lw.device), lw, stack.cfg, rope, seqs, i)
     return x

@@ -117,9 +117,11 @@ def test_batched_takes_equal_alone(case, prompt):
         assert stats[i].frames == want[i].shape[1]
 
 
-def test_batched_equals_alone_on_quantized_kernels(make_tiny_model):
-    """The Q8_0 GEMV kernel gets all the batch's rows in one call (each weight read once)."""
-    q_path, _ = make_tiny_model("--seed", "5", *WIDE, quant="q8_0")
+@pytest.mark.parametrize("quant", ["q8_0", "q4_k"])
+def test_batched_equals_alone_on_quantized_kernels(make_tiny_model, quant):
+    """The GEMV kernels (Q8_0 in numba; Q4_K on the C integer kernels where they are built)
+    get all the batch's rows in one call (each weight read once)."""
+    q_path, _ = make_tiny_model("--seed", "5", *WIDE, quant=quant)
     model = load_dual_ar(q_path)[0]
     assert isinstance(model.w.slow.layers[0].wqkv, QuantMatrix)
     takes = takes_for(TTS_PROMPT)
@@ -130,9 +132,10 @@ def test_batched_equals_alone_on_quantized_kernels(make_tiny_model):
         np.testing.assert_array_equal(got[i], want[i], err_msg=f"take {i}")
 
 
-def test_quantized_gemv_rows_are_independent(make_tiny_model):
+@pytest.mark.parametrize("quant", ["q8_0", "q4_k", "q6_k"])
+def test_quantized_gemv_rows_are_independent(make_tiny_model, quant):
     """linear_grouped's premise: a kernel row computed among B rows equals it computed alone."""
-    q_path, _ = make_tiny_model("--seed", "5", *WIDE, quant="q8_0")
+    q_path, _ = make_tiny_model("--seed", "5", *WIDE, quant=quant)
     w = load_dual_ar(q_path)[0].w.slow.layers[0].w1
     x = torch.randn(16, w.shape[1], generator=torch.Generator().manual_seed(0))
     for b in (2, 3, 8, 16):

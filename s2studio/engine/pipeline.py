@@ -425,9 +425,7 @@ class Pipeline:
             if job.cancel_event.is_set():
                 stop_reason = "cancelled"
                 break
-            seed = base_seed if not segmented else derive_seed(base_seed, seg.index)
-            if request.segment_seeds and seg.index in request.segment_seeds:
-                seed = int(request.segment_seeds[seg.index])
+            seed = segment_seed(request, base_seed, seg.index, segmented)
             params = dataclasses.replace(request.generation, seed=seed)
             stats = GenerationStats()
             decoder = codec.stream_decoder()
@@ -634,6 +632,15 @@ def build_prompt_for(tok, model, text: str, ref_codes, ref_text) -> np.ndarray:
     return build_prompt(tok, text, semantic_begin_id=model.cfg.semantic_begin_id,
                         num_codebooks=model.cfg.num_codebooks, ref_codes=ref_codes,
                         ref_text=ref_text if ref_codes is not None else None)
+
+
+def segment_seed(request: SynthesisRequest, base_seed: int, index: int, segmented: bool) -> int:
+    """Segment ``index``'s seed: the request's own for it (a regenerated sentence), else derived
+    from the take's seed, or the take's seed itself when the text is one segment. Shared with
+    the remote engine, so a take made through a server has the local seeds."""
+    if request.segment_seeds and index in request.segment_seeds:
+        return int(request.segment_seeds[index])
+    return derive_seed(base_seed, index) if segmented else base_seed
 
 
 def derive_seed(base_seed: int, index: int) -> int:

@@ -239,7 +239,7 @@ class RemoteEngine:
 
     def _run(self, request: SynthesisRequest, reference, job: RemoteJob) -> Iterator[AudioChunk]:
         from s2studio.audio import apply_postprocess, trim_trailing_silence
-        from s2studio.engine.text.segmentation import derive_segment_seed
+        from s2studio.engine.pipeline import segment_seed
 
         timings = Timings()
         t_start = time.perf_counter()
@@ -263,9 +263,7 @@ class RemoteEngine:
             if job.cancel_event.is_set():
                 stop_reason = "cancelled"
                 break
-            seed = base_seed if not request.segmentation.enabled else derive_segment_seed(base_seed, seg.index)
-            if request.segment_seeds and seg.index in request.segment_seeds:
-                seed = int(request.segment_seeds[seg.index])
+            seed = segment_seed(request, base_seed, seg.index, request.segmentation.enabled)
             fetch = SegmentFetch(self, request, reference, seg.text, seed, job, take_seconds=lambda: sum(
                 len(a) for a in take) / sample_rate)
             pieces: list[np.ndarray] = []

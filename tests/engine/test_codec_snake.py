@@ -105,3 +105,17 @@ def test_decode_with_fused_snake_matches_torch_form_and_s2cpp(monkeypatch):
     assert np.abs(fused - plain).max() <= 1e-5
     assert snr_db(gold, fused) >= 46.0
     assert snr_db(gold, plain) >= 46.0
+
+
+def test_one_kernel_specialization_whatever_the_caller_passes():
+    """A strided view must not leave an any-layout version behind that later contiguous calls
+    would reuse (vectorized differently, it may round differently)."""
+    x = torch.randn(4, 64)
+    alpha = torch.rand(4) + 0.5
+    out = np.zeros((4, 70), np.float32)
+    snake_kernel.snake_into(x.numpy()[:, ::2], alpha.numpy(), (1 / alpha).numpy(), out, 3)
+    snake_kernel.snake_into(x.numpy(), alpha.numpy(), (1 / alpha).numpy(), out, 3)
+    layouts = {arg.layout for sig in snake_kernel._kernel.signatures for arg in sig if hasattr(arg, "layout")}
+    assert layouts == {"C"}, snake_kernel._kernel.signatures
+    with pytest.raises(ValueError):
+        snake_kernel.snake_into(x.numpy(), alpha.numpy(), (1 / alpha).numpy(), out[:, ::2], 0)

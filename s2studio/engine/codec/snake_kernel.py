@@ -94,5 +94,17 @@ def _snake_into(x, alpha, inv_alpha, out, off):
             out[c, off + i] = v + ia * (s * s)
 
 
-snake_into = (njit(parallel=True, fastmath=True, boundscheck=False, cache=_CACHE, nogil=True)(_snake_into)
-              if njit is not None else None)
+_kernel = (njit(parallel=True, fastmath=True, boundscheck=False, cache=_CACHE, nogil=True)(_snake_into)
+           if njit is not None else None)
+
+
+def snake_into(x: np.ndarray, alpha: np.ndarray, inv_alpha: np.ndarray, out: np.ndarray, off: int) -> None:
+    """``_snake_into`` on C-contiguous float32 arrays only (``out`` must be one already).
+
+    One specialization, always: numba reuses an already compiled any-layout version for later
+    contiguous arguments, and versions vectorized differently may round differently under
+    fastmath, so the numbers would depend on what the process happened to pass first."""
+    if not (out.flags.c_contiguous and out.dtype == np.float32):
+        raise ValueError("snake_into writes into a C-contiguous float32 array")
+    _kernel(np.ascontiguousarray(x, dtype=np.float32), np.ascontiguousarray(alpha, dtype=np.float32),
+            np.ascontiguousarray(inv_alpha, dtype=np.float32), out, off)

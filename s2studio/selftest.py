@@ -124,9 +124,10 @@ def check_quantized_kernels(work: Path) -> str:
     from s2studio.engine.kernels import intdot
 
     if intdot.available():  # the C integer kernels were built: check them too, on a Q4_K matrix
-        blocks = rng.integers(0, 256, size=(40, 144), dtype=np.uint8)
-        blocks[:, 0:4] = np.array([0.01, 0.002], np.float16).view(np.uint8)  # d, dmin
-        want_k = gguf.quants.dequantize(blocks, gguf.GGMLQuantizationType.Q4_K).astype(np.float64)
+        from s2studio.devtools.quant_blocks import dequantized, random_blocks
+
+        blocks = random_blocks("Q4_K", 40, 256, seed=0)
+        want_k = dequantized("Q4_K", blocks, 256).astype(np.float64)
         got_k = QuantMatrix("Q4_K", blocks, (40, 256)).matmul_t(torch.from_numpy(x)).numpy()
         want = x @ want_k.T
         err_k = float(np.abs(got_k - want).max() / np.abs(want).max())

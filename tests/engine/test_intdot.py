@@ -25,29 +25,8 @@ import torch
 pytest.importorskip("numba")
 
 from s2studio.engine.kernels import intdot  # noqa: E402
+from s2studio.devtools.quant_blocks import dequantized as reference, random_blocks  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
-
-import gguf  # noqa: E402
-
-GT = gguf.GGMLQuantizationType
-# Byte offsets of the float16 super-block scales (d, and dmin where present).
-SCALE_OFFSETS = {"Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,), "Q3_K": (108,), "Q2_K": (80, 82)}
-
-
-def random_blocks(type_name: str, rows: int, cols: int, seed: int) -> np.ndarray:
-    """Random block bytes with sane float16 scales (as test_qkernels_k.py: gguf-py cannot
-    quantize K-types)."""
-    block, size = gguf.GGML_QUANT_SIZES[GT[type_name]]
-    rng = np.random.default_rng(seed)
-    raw = rng.integers(0, 256, size=(rows, cols // block, size), dtype=np.uint8)
-    for off in SCALE_OFFSETS[type_name]:
-        d = rng.uniform(1e-3, 2e-2, size=(rows, cols // block)) * rng.choice([-1, 1], size=(rows, cols // block))
-        raw[:, :, off:off + 2] = d.astype(np.float16).view(np.uint8).reshape(rows, -1, 2)
-    return raw.reshape(rows, -1)
-
-
-def reference(type_name: str, raw: np.ndarray, cols: int) -> np.ndarray:
-    return gguf.quants.dequantize(raw, GT[type_name]).reshape(raw.shape[0], cols)
 
 pytestmark = pytest.mark.skipif(not intdot.available(), reason=f"integer kernels not here: {intdot.describe()}")
 

@@ -18,15 +18,13 @@ pytest.importorskip("numba")
 from s2studio.engine.kernels import common as qkernels  # noqa: E402
 from s2studio.engine.kernels import quant_types as qkernels_k  # noqa: E402
 from s2studio.engine.kernels import qmatrix  # noqa: E402
+from s2studio.devtools.quant_blocks import dequantized as reference, random_blocks  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
 
 GT = gguf.GGMLQuantizationType
 # Each type's first run compiles its three kernels (~5 s, then cached on disk): the types
 # beyond the main three are marked slow so that a quick run (-m "not slow") skips them.
 TYPES = ["Q4_K", "Q5_K", "Q6_K"] + [pytest.param(t, marks=pytest.mark.slow) for t in ("Q4_0", "Q3_K", "Q2_K")]
-# Byte offsets of the float16 (super-)block scales (d, and dmin where present) in each block.
-SCALE_OFFSETS = {"Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,), "Q4_0": (0,), "Q3_K": (108,),
-                 "Q2_K": (80, 82)}
 SHAPES = [(37, 512), (64, 1024), (8, 256), (5, 256), (1, 768), (43, 256)]
 
 # GEMV against float64 dequantize-then-matmul: float32 rounding of the sums only (the activations
@@ -34,22 +32,6 @@ SHAPES = [(37, 512), (64, 1024), (8, 256), (5, 256), (1, 768), (43, 256)]
 GEMV_REL = 1e-5
 # The prefill path (more than 16 rows): exact float32 weights and activations, a float32 GEMM.
 PREFILL_REL = 1e-5
-
-
-def random_blocks(type_name: str, rows: int, cols: int, seed: int) -> np.ndarray:
-    """uint8 (rows, row_bytes): random bytes, float16 scales drawn in +-[1e-3, 2e-2]."""
-    block, size = gguf.GGML_QUANT_SIZES[GT[type_name]]
-    rng = np.random.default_rng(seed)
-    raw = rng.integers(0, 256, size=(rows, cols // block, size), dtype=np.uint8)
-    for off in SCALE_OFFSETS[type_name]:
-        d = rng.uniform(1e-3, 2e-2, size=(rows, cols // block)) * rng.choice([-1, 1], size=(rows, cols // block))
-        raw[:, :, off:off + 2] = d.astype(np.float16).view(np.uint8).reshape(rows, -1, 2)
-    return raw.reshape(rows, -1)
-
-
-def reference(type_name: str, raw: np.ndarray, cols: int) -> np.ndarray:
-    return gguf.quants.dequantize(raw, GT[type_name]).reshape(raw.shape[0], cols)
-
 
 
 @pytest.fixture(scope="module", params=TYPES)

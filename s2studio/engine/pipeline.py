@@ -405,16 +405,10 @@ class Pipeline:
         # Build every prompt first: a bad segment, or one the model's context cannot hold,
         # fails before any audio is produced.
         segments, all_prompts, segmented = self._segments_fitting_context(request, ref_codes, ref_text)
-        wanted = set(range(len(segments))) if request.only_segments is None else set(request.only_segments)
-        if not wanted <= set(range(len(segments))):
-            raise InputError(f"The text has {len(segments)} segments; cannot regenerate {sorted(wanted)}.")
+        wanted = wanted_segments(request, len(segments))
         prompts = {i: all_prompts[i] for i in wanted}
         del all_prompts
-        base_seed = request.generation.seed
-        if base_seed is None:
-            import random
-
-            base_seed = random.SystemRandom().randrange(2**63)
+        base_seed = take_seed(request)
         take: list[np.ndarray] = []  # audio pieces of the take, pauses included
         results: list[SegmentResult] = []
         stop_reason = ""
@@ -449,22 +443,14 @@ class Pipeline:
             timings.generate_s += stats.slow_s + stats.fast_s
             timings.frames += stats.frames
             stop_reason = stats.stop_reason
-            audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
-            if request.postprocess.trim_silence and n_seg > 1 and len(audio):
-                from s2studio.audio import trim_trailing_silence
-
-                audio = trim_trailing_silence(audio, codec.sample_rate)  # per segment, as s2.cpp
-            start = sum(len(a) for a in take)
-            take.append(audio)
+            audio, start = place_segment(take, pieces, request, n_seg, codec.sample_rate)
             codes = np.stack(frames, axis=1) if frames else np.zeros((model.cfg.num_codebooks, 0), np.int32)
             results.append(SegmentResult(seg.index, seg.text, seed, codes, stop_reason, start, start + len(audio),
                                          audio))
             if stop_reason == "cancelled":
                 break
-            pause = int(round(seg.pause_after_ms * codec.sample_rate / 1000)) if seg.index < n_seg - 1 else 0
-            if pause and request.only_segments is None:
-                silence = np.zeros(pause, np.float32)
-                take.append(silence)
+            silence = pause_after(take, seg, request, n_seg, codec.sample_rate)
+            if silence is not None:
                 yield AudioChunk(silence, codec.sample_rate, seg.index, n_seg, len(frames), 0)
         if not any(r.codes.shape[1] for r in results) and stop_reason != "cancelled":
             raise GenerationError("The model ended the utterance before producing any audio. "
@@ -632,6 +618,51 @@ def build_prompt_for(tok, model, text: str, ref_codes, ref_text) -> np.ndarray:
     return build_prompt(tok, text, semantic_begin_id=model.cfg.semantic_begin_id,
                         num_codebooks=model.cfg.num_codebooks, ref_codes=ref_codes,
                         ref_text=ref_text if ref_codes is not None else None)
+
+
+# ---- assembling a take from its segments (shared with the remote engine, so that a take made
+# through a server is put together exactly as a local one) ----------------------------------------
+def wanted_segments(request: SynthesisRequest, n_segments: int) -> set[int]:
+    """The segments a request asks for: all, or its ``only_segments`` (checked)."""
+    wanted = set(range(n_segments)) if request.only_segments is None else set(request.only_segments)
+    if not wanted <= set(range(n_segments)):
+        raise InputError(f"The text has {n_segments} segments; cannot regenerate {sorted(wanted)}.")
+    return wanted
+
+
+def take_seed(request: SynthesisRequest) -> int:
+    """The request's seed, or one drawn here so that the result can report it."""
+    if request.generation.seed is not None:
+        return request.generation.seed
+    import random
+
+    return random.SystemRandom().randrange(2**63)
+
+
+def place_segment(take: list[np.ndarray], pieces: list[np.ndarray], request: SynthesisRequest, n_seg: int,
+                  sample_rate: int) -> tuple[np.ndarray, int]:
+    """Join a segment's pieces (its trailing silence trimmed when asked and the text has several
+    segments, as s2.cpp does per segment), append it to ``take``; returns it and its start sample."""
+    audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+    if request.postprocess.trim_silence and n_seg > 1 and len(audio):
+        from s2studio.audio import trim_trailing_silence
+
+        audio = trim_trailing_silence(audio, sample_rate)
+    start = sum(len(a) for a in take)
+    take.append(audio)
+    return audio, start
+
+
+def pause_after(take: list[np.ndarray], seg, request: SynthesisRequest, n_seg: int,
+                sample_rate: int) -> np.ndarray | None:
+    """The pause after segment ``seg`` (none after the last, nor when regenerating single
+    segments), appended to ``take`` and returned, or None."""
+    pause = int(round(seg.pause_after_ms * sample_rate / 1000)) if seg.index < n_seg - 1 else 0
+    if not pause or request.only_segments is not None:
+        return None
+    silence = np.zeros(pause, np.float32)
+    take.append(silence)
+    return silence
 
 
 def segment_seed(request: SynthesisRequest, base_seed: int, index: int, segmented: bool) -> int:

@@ -30,7 +30,6 @@ import dataclasses
 import http.client
 import json
 import logging
-import random
 import socket
 import threading
 import time
@@ -238,20 +237,16 @@ class RemoteEngine:
             return False
 
     def _run(self, request: SynthesisRequest, reference, job: RemoteJob) -> Iterator[AudioChunk]:
-        from s2studio.audio import apply_postprocess, trim_trailing_silence
-        from s2studio.engine.pipeline import segment_seed
+        from s2studio.audio import apply_postprocess
+        from s2studio.engine.pipeline import pause_after, place_segment, segment_seed, take_seed, wanted_segments
 
         timings = Timings()
         t_start = time.perf_counter()
         segments = self.segments_of(request)
         if not segments:
             raise InputError("There is no text to speak: the text is empty or only whitespace.")
-        wanted = set(range(len(segments))) if request.only_segments is None else set(request.only_segments)
-        if not wanted <= set(range(len(segments))):
-            raise InputError(f"The text has {len(segments)} segments; cannot regenerate {sorted(wanted)}.")
-        base_seed = request.generation.seed
-        if base_seed is None:  # drawn here so the result can report it, as the local pipeline does
-            base_seed = random.SystemRandom().randrange(2**63)
+        wanted = wanted_segments(request, len(segments))
+        base_seed = take_seed(request)
         take: list[np.ndarray] = []
         results: list[SegmentResult] = []
         stop_reason = ""
@@ -279,19 +274,13 @@ class RemoteEngine:
                 stop_reason = "cancelled"
             else:
                 stop_reason = "max_tokens" if frames >= request.generation.max_new_tokens else "end"
-            audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
-            if request.postprocess.trim_silence and n_seg > 1 and len(audio):
-                audio = trim_trailing_silence(audio, sample_rate)  # per segment, as the local pipeline
-            start = sum(len(a) for a in take)
-            take.append(audio)
+            audio, start = place_segment(take, pieces, request, n_seg, sample_rate)
             results.append(SegmentResult(seg.index, seg.text, seed, np.zeros((0, 0), np.int32), stop_reason,
                                          start, start + len(audio)))
             if stop_reason == "cancelled":
                 break
-            pause = int(round(seg.pause_after_ms * sample_rate / 1000)) if seg.index < n_seg - 1 else 0
-            if pause and request.only_segments is None:
-                silence = np.zeros(pause, np.float32)
-                take.append(silence)
+            silence = pause_after(take, seg, request, n_seg, sample_rate)
+            if silence is not None:
                 yield AudioChunk(silence, sample_rate, seg.index, n_seg, frames, 0)
         if not any(r.end_sample > r.start_sample for r in results) and stop_reason != "cancelled":
             raise GenerationError("The model ended the utterance before producing any audio. "

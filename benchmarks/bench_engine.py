@@ -31,11 +31,15 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-import torch
-
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+# s2studio first: it sets OMP_WAIT_POLICY=PASSIVE before torch loads its OpenMP pool. Imported
+# after torch, torch's idle workers spin, and the --busy figures measured that spinning, not
+# the engine as the app and CLI run it (they import s2studio first).
+import s2studio  # noqa: E402,F401
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 from s2studio.engine.model.generate import GenerationParams, GenerationStats, generate_frames  # noqa: E402
 from s2studio.engine.model.loader import load_dual_ar  # noqa: E402

@@ -1,0 +1,60 @@
+"""The benchmark scripts measure the engine as users run it.
+
+A benchmark that imports torch before s2studio runs torch's OpenMP pool with spinning idle
+workers (s2studio sets OMP_WAIT_POLICY=PASSIVE, but only before torch loads): its busy-machine
+figures then measured the spinning, not the app (bench_engine.py did this until 2026-12-02).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
+
+
+def _first_line_importing(tree: ast.Module, module: str) -> int | None:
+    for node in tree.body:  # module level only: what runs at import
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        if any(n == module or n.startswith(module + ".") for n in names):
+            return node.lineno
+    return None
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_s2studio_is_imported_before_torch(script):
+    tree = ast.parse(script.read_text())
+    torch_line = _first_line_importing(tree, "torch")
+    if torch_line is None:
+        return
+    s2_line = _first_line_importing(tree, "s2studio")
+    assert s2_line is not None and s2_line < torch_line, \
+        f"{script.name} imports torch (line {torch_line}) before s2studio ({s2_line})"
+
+
+def test_the_checker_finds_a_late_import():
+    bad = ast.parse("import torch\nimport s2studio\n")
+    assert _first_line_importing(bad, "torch") == 1 and _first_line_importing(bad, "s2studio") == 2
+
+
+def test_bench_engine_runs_on_a_tiny_model_with_sleeping_threads(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_engine.py"), "--make", "tiny",
+                        "--cache-dir", str(tmp_path), "--frames", "3", "--prompt-tokens", "8", "--no-codec",
+                        "--bandwidth-gb", "0.05", "--json"],
+                       capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "imported before s2studio" not in r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["frames"] == 3 and out["ms_per_frame"] > 0 and out["busy_competitors"] == 0

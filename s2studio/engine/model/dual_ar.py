@@ -35,11 +35,15 @@ class DualAR:
         # of the tied head is ~38x cheaper than the full vocabulary (perf-anchor notes).
         self._head_ids: torch.Tensor | None = None
         self._head_rows: torch.Tensor | None = None
+        # The static decode steps (``static_step.StaticDecoder``) once a take has used them:
+        # kept across takes so their CUDA graphs are reused; dropped with the other caches.
+        self.static_decoder = None
 
     def drop_caches(self) -> None:
         """Free the Slow-AR KV cache and the sampled head rows; both are rebuilt on demand."""
         self.release_cache()
         self._head_ids = self._head_rows = None
+        self.static_decoder = None
 
     # ---- Slow-AR ------------------------------------------------------------------------
     def new_cache(self, capacity: int, start: int | None = None) -> None:

@@ -28,6 +28,7 @@ from s2studio.engine.model.dual_ar import DualAR
 from s2studio.errors import InputError, ModelFileError
 from s2studio.engine.params import GenerationParams
 from s2studio.engine.model.sampler import RAS_TEMPERATURE, RAS_TOP_P, RepetitionWindow, sample_token
+from s2studio.engine.model.static_step import resolve_mode, static_decoder
 
 log = logging.getLogger(__name__)
 
@@ -187,11 +188,49 @@ class FrameSampler:
         return torch.from_numpy(np.concatenate(([self.main], self.codes)).astype(np.int64)[:, None])
 
 
+class DynamicSteps:
+    """The model calls of one take on the dynamic path: a KV cache that grows as the take gets
+    longer, positions as Python numbers (the CPU default). :class:`static_step.StaticDecoder`
+    has the same four methods over static shapes (for CUDA graphs); the frame loop uses either."""
+
+    def __init__(self, model: DualAR, capacity: int, start: int):
+        self.model, self.capacity, self.start = model, capacity, start
+        self.im_end_id = -1
+        self._fast = None
+
+    def prefill(self, tokens: torch.Tensor, im_end_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        self.im_end_id = im_end_id
+        self.model.new_cache(self.capacity, self.start)
+        hidden = self.model.forward_slow(tokens)
+        return hidden, self.model.sampled_logits(hidden, im_end_id)
+
+    def slow_step(self, column: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = self.model.forward_slow(column)
+        return hidden, self.model.sampled_logits(hidden, self.im_end_id)
+
+    def fast_start(self, hidden: torch.Tensor, c0: int) -> torch.Tensor:
+        self._fast, logits = self.model.fast_start(hidden, c0)
+        return logits
+
+    def fast_next(self, code: int, pos: int) -> torch.Tensor:
+        return self.model.fast_next(self._fast, code, pos)
+
+
+def decode_steps(model: DualAR, capacity: int, start: int, cuda_graphs: str = "auto"):
+    """The step functions of a take needing ``capacity`` Slow-AR positions (``start`` allocated
+    first on the dynamic path): dynamic, or static (CUDA graphs) by ``cuda_graphs``
+    (:data:`static_step.MODES`; auto = static only with the whole model on one CUDA GPU)."""
+    mode = resolve_mode(cuda_graphs, model)
+    if mode == "off":
+        return DynamicSteps(model, capacity, start)
+    return static_decoder(model, capacity, mode)
+
+
 def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams, *, im_end_id: int,
                     cancel: threading.Event | None = None,
-                    stats: GenerationStats | None = None) -> Iterator[Frame]:
+                    stats: GenerationStats | None = None, cuda_graphs: str = "auto") -> Iterator[Frame]:
     """Prefill ``prompt`` (int [C+1, L]) and yield frames until <|im_end|>, the token budget,
-    or cancellation."""
+    or cancellation. ``cuda_graphs``: which step functions run the frames (:func:`decode_steps`)."""
     take = FrameSampler(model, prompt, params, im_end_id=im_end_id, cancel=cancel, stats=stats)
     st = take.stats
     if take.cancelled():
@@ -199,33 +238,30 @@ def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams,
         return
     tokens = take.prompt_tokens()
     t0 = time.perf_counter()
-    model.new_cache(*take.cache_size(tokens.shape[1]))
-    hidden = model.forward_slow(tokens)
-    take.take_hidden(hidden, model.sampled_logits(hidden, im_end_id))
+    steps = decode_steps(model, *take.cache_size(tokens.shape[1]), cuda_graphs)
+    take.take_hidden(*steps.prefill(tokens, im_end_id))
     st.prefill_s = time.perf_counter() - t0
     while (c0 := take.begin_frame()) is not None:
         t_fast = time.perf_counter()
-        cache, logits = model.fast_start(take.hidden, c0)
-        code = take.take_codes(1, logits)
+        code = take.take_codes(1, steps.fast_start(take.hidden, c0))
         for j in range(2, take.C):
-            code = take.take_codes(j, model.fast_next(cache, code, j))
+            code = take.take_codes(j, steps.fast_next(code, j))
         st.fast_s += time.perf_counter() - t_fast
         yield take.end_frame()
         if not take.continues():
             break
         t_slow = time.perf_counter()
-        hidden = model.forward_slow(take.column())
-        take.take_hidden(hidden, model.sampled_logits(hidden, im_end_id))
+        take.take_hidden(*steps.slow_step(take.column()))
         st.slow_s += time.perf_counter() - t_slow
     log.debug("generation stopped (%s) after %d frames", st.stop_reason, st.frames)
 
 
 def generate_codes(model: DualAR, prompt: np.ndarray, params: GenerationParams, *, im_end_id: int,
                    cancel: threading.Event | None = None,
-                   stats: GenerationStats | None = None) -> np.ndarray:
+                   stats: GenerationStats | None = None, cuda_graphs: str = "auto") -> np.ndarray:
     """All frames at once: int32 [num_codebooks, n_frames]."""
     frames = [f.codes for f in generate_frames(model, prompt, params, im_end_id=im_end_id,
-                                               cancel=cancel, stats=stats)]
+                                               cancel=cancel, stats=stats, cuda_graphs=cuda_graphs)]
     if not frames:
         return np.zeros((model.cfg.num_codebooks, 0), dtype=np.int32)
     return np.stack(frames, axis=1)

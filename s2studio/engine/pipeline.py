@@ -46,6 +46,9 @@ class EngineSettings:
     dtype: str = "auto"  # weights: auto | float32 | float16 | bfloat16
     threads: int = 0  # CPU threads, 0 = all cores
     codec_mode: str = "auto"  # auto (benchmark CPU vs GPU) | cpu | follow (the engine's device)
+    # Decode steps of a take run alone: auto (CUDA graphs when the whole model is on one CUDA
+    # GPU, else the dynamic path) | on | off | eager | compile (engine.model.static_step.MODES).
+    cuda_graphs: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,8 @@ class Pipeline:
                 self.codec = self.codec_placement = None  # its choice depends on the device
             if old.codec_mode != settings.codec_mode:
                 self.codec = self.codec_placement = None
+            if old.cuda_graphs != settings.cuda_graphs and self.model is not None:
+                self.model.static_decoder = None  # its caches and graphs belong to the old mode
             self._release_memory()
 
     def load(self, progress: ProgressCallback | None = None) -> None:
@@ -247,6 +252,10 @@ class Pipeline:
             t0 = time.perf_counter()
             report = progress or (lambda stage, frac: None)
             check("gpu_layers", s.gpu_layers)
+            from s2studio.engine.model.static_step import MODES as CUDA_GRAPH_MODES
+
+            if s.cuda_graphs not in CUDA_GRAPH_MODES:
+                raise InputError(f"Unknown cuda_graphs mode '{s.cuda_graphs}'. Use {', '.join(CUDA_GRAPH_MODES)}.")
             set_threads(s.threads)
             if self._gguf is None:
                 from s2studio.engine.model.gguf_file import GGUFFile
@@ -358,7 +367,8 @@ class Pipeline:
                 if not self.is_loaded:
                     self.load()
                     timings.load_s = self.last_load_s
-                frames = functools.partial(generate_frames, self.model, im_end_id=self.tokenizer.im_end_id)
+                frames = functools.partial(generate_frames, self.model, im_end_id=self.tokenizer.im_end_id,
+                                           cuda_graphs=self._settings.cuda_graphs)
                 yield from self._run_take(request, job, timings, frames)
             finally:
                 # A take's KV cache can be large (prompt + frames); it must not stay alive

@@ -425,12 +425,17 @@ class StaticDecoder:
 def static_decoder(model: DualAR, capacity: int, mode: str, capture: Callable | None = None) -> StaticDecoder:
     """The model's static decoder for a take needing ``capacity`` Slow-AR positions: the one it
     has when the cache size and mode match (its graphs are reused), else a new one (the old one
-    is dropped first: its cache can be large)."""
+    is dropped first: its cache can be large). Once a capture failed on this model, the steps
+    stay eager (no retry, and no new warning, at every take)."""
     model._check_capacity(capacity)
     length = cache_length(capacity, model.cfg.context_length)
     old = model.static_decoder
-    if old is not None and old.length == length and (old.mode == mode or old.failed):
+    failed = old is not None and old.failed
+    if failed:
+        mode = "eager"
+    if old is not None and old.length == length and old.mode == mode:
         return old
     model.static_decoder = None
     model.static_decoder = StaticDecoder(model, length, mode, capture)
+    model.static_decoder.failed = failed
     return model.static_decoder

@@ -8,7 +8,10 @@
 Reports load time, prefill, Slow-AR ms/step and Fast-AR ms/frame (separately), the codec's
 cost per second of audio on the generated codes, time to first audio when streaming, the
 end-to-end real-time factor, peak RSS (and its ratio to the file size) and, measured in the same run, the streaming-read bandwidth of memory.
-``--busy N`` runs N CPU-bound competitor processes (as a browser or a compile would) during
+``--cuda-graphs on`` runs the decode steps as static shapes, captured as CUDA graphs on a CUDA
+device (``eager``: static shapes, never captured; on the CPU both measure the eager static
+steps; ``compile``: torch.compile where Triton exists); the default ``auto`` is what the app
+does (graphs only with the whole model on one CUDA GPU). ``--busy N`` runs N CPU-bound competitor processes (as a browser or a compile would) during
 the generation, to measure a busy desktop; compare with the same command without it. A decode step must read
 every weight it uses once, so ``weight bytes per frame / bandwidth`` is a floor no engine can
 beat; the "x floor" columns say how far above it we are. Ratios within one run are what to
@@ -43,6 +46,7 @@ import torch  # noqa: E402
 
 from s2studio.engine.model.generate import GenerationParams, GenerationStats, generate_frames  # noqa: E402
 from s2studio.engine.model.loader import load_dual_ar  # noqa: E402
+from s2studio.engine.model.static_step import MODES as CUDA_GRAPH_MODES, resolve_mode  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
 from s2studio.engine.threads import set_threads  # noqa: E402
 
@@ -138,6 +142,17 @@ def weight_format(model, plan) -> str:
     return str(plan.dtype).replace("torch.", "")
 
 
+def decode_steps_label(model, setting: str) -> str:
+    """What ran the decode steps: dynamic, static eager, CUDA graphs (or their eager fallback)."""
+    mode = resolve_mode(setting, model)
+    dec = model.static_decoder
+    if mode == "off":
+        return "dynamic"
+    if dec is not None and dec.failed:
+        return f"static, eager ({mode} failed: see the log)"
+    return {"eager": "static, eager", "graph": "static, CUDA graphs", "compile": "static, torch.compile"}[mode]
+
+
 def make_prompt(model, n_tokens: int) -> np.ndarray:
     """A text-only prompt of n tokens ending in <|voice|>-like ids; content doesn't affect timing."""
     c = model.cfg
@@ -168,6 +183,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print JSON only")
     ap.add_argument("--stream-stride", type=int, default=4, help="frames per streaming chunk (time to first audio)")
     ap.add_argument("--no-codec", action="store_true", help="skip the codec figures")
+    ap.add_argument("--cuda-graphs", default="auto", choices=CUDA_GRAPH_MODES,
+                    help="decode steps: static shapes / CUDA graphs (see above; default auto)")
     ap.add_argument("--busy", type=int, default=0, choices=range(0, 17), metavar="N",
                     help="CPU-bound competitor processes running while generating (0-16; default 0)")
     a = ap.parse_args(argv)
@@ -186,14 +203,16 @@ def main(argv=None) -> int:
     prompt = make_prompt(model, a.prompt_tokens)
     params = GenerationParams(max_new_tokens=a.frames, temperature=0.8, top_p=0.8, top_k=30, seed=0,
                               min_tokens_before_end=a.frames)
-    # Warm-up (first-call allocations), then the timed run.
+    # Warm-up (first-call allocations; the graph captures: the same cache size as the timed
+    # run while prompt + frames stay within one static_step.CACHE_BUCKET), then the timed run.
     for _ in generate_frames(model, prompt, GenerationParams(max_new_tokens=2, seed=0, min_tokens_before_end=2),
-                             im_end_id=im_end):
+                             im_end_id=im_end, cuda_graphs=a.cuda_graphs):
         pass
     st = GenerationStats()
     competitors = start_competitors(a.busy)
     try:
-        frames = [f.codes for f in generate_frames(model, prompt, params, im_end_id=im_end, stats=st)]
+        frames = [f.codes for f in generate_frames(model, prompt, params, im_end_id=im_end, stats=st,
+                                                   cuda_graphs=a.cuda_graphs)]
     finally:
         for proc in competitors:
             proc.kill()
@@ -206,6 +225,7 @@ def main(argv=None) -> int:
     floor = {k: v / (bw * 1e9) * 1000 for k, v in wb.items()}
     out = {
         "model": str(path), "device": a.device,
+        "decode_steps": decode_steps_label(model, a.cuda_graphs),
         "weights": weight_format(model, plan),
         "threads": threads, "busy_competitors": a.busy, "bandwidth_GBps": round(bw, 2),
         "load_s": round(load_s, 2), "prompt_tokens": a.prompt_tokens,

@@ -219,7 +219,9 @@ def capture_cuda_graph(fn: Callable[[], None], device: torch.device):
             fn()
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    # thread_local: CUDA calls of other threads (a codec on the GPU, another model) during the
+    # capture are not this capture's error; only this thread's are checked.
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         fn()
     return graph
 

@@ -318,9 +318,10 @@ class StaticDecoder:
         self.code = torch.zeros(1, dtype=torch.int64, device=fdev)
         self.fast_logits = torch.zeros(cfg.codebook_size, dtype=torch.float32, device=fdev)
         self.n_past = 0
+        steps = (("slow", self._slow_fn, head), ("fast_start", self._fast_start_fn, fdev),
+                 ("fast_next", self._fast_next_fn, fdev))
         self.runners = {name: StepRunner(name, fn, dev, mode, self._capture_failed, capture)
-                        for name, fn, dev in (("slow", self._slow_fn, head), ("fast_start", self._fast_start_fn, fdev),
-                                              ("fast_next", self._fast_next_fn, fdev))}
+                        for name, fn, dev in steps}
 
     def _capture_failed(self, name: str, exc: BaseException) -> None:
         if not self.failed:

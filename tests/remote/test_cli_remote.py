@@ -17,6 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLONE = ROOT / "tests" / "data" / "golden" / "clone_f32_qknorm"
 TEXT = "The model runs on another machine."
 MODEL = CLONE / "model.gguf"  # what the served fixture loads
+AUDIO_ATOL = 2e-6  # float32 rounding of the codec's convolutions (see test_save_voice_through_a_server)
 
 
 def synth(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
@@ -80,4 +81,9 @@ def test_save_voice_through_a_server(served, local_pipeline, tmp_path):
     local = local_pipeline.synthesize(SynthesisRequest(
         text=TEXT, reference_codes=codes, reference_text=transcript,
         generation=GenerationParams(max_new_tokens=20, temperature=0.0, seed=2), stream_stride=16)).run_to_end()
-    np.testing.assert_array_equal(sf.read(out, dtype="float32")[0], local.audio)
+    # Same codes (greedy) decoded by the same code, but not bit for bit: the codec's oneDNN
+    # convolutions round differently (measured 3.5e-7 on a 2-core Sapphire Rapids VM, 0 on Zen 4)
+    # depending on what the process did before (a server that encoded the clip first, here a
+    # pipeline that already decoded; probably its buffers' alignment). A wrong take or a
+    # different reference differs by whole sample values, ~1e-2.
+    np.testing.assert_allclose(sf.read(out, dtype="float32")[0], local.audio, rtol=0, atol=AUDIO_ATOL)

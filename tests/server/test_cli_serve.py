@@ -64,3 +64,14 @@ def test_browser_flags_are_lists():
                                       "--allowed-origins", "http://localhost:5173"])
     assert args.allowed_hosts == ("studio.lan", "box.local")
     assert args.allowed_origins == ("http://localhost:5173",)
+
+
+def test_serve_help_lists_cuda_graphs():
+    """The server's engine takes ``--cuda-graphs`` from its command line (HTTP clients cannot set it)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "s2studio", "serve", "--help"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "--cuda-graphs {auto,on,off,eager,compile}" in r.stdout and "CUDA" in r.stdout

@@ -75,3 +75,16 @@ def test_serve_help_lists_cuda_graphs():
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert "--cuda-graphs {auto,on,off,eager,compile}" in r.stdout and "CUDA" in r.stdout
+
+
+@pytest.mark.parametrize("flags, warns", [(["--cuda-graphs", "on"], True),
+                                          (["--cuda-graphs", "on", "--max-batch", "1"], False), ([], False)])
+def test_cuda_graphs_with_batching_warns_before_loading(tmp_path, capsys, flags, warns):
+    """Batched takes run the dynamic steps: asking for graphs with --max-batch > 1 says so."""
+    from s2studio.cli import main
+
+    code = main(["serve", "-m", str(tmp_path / "missing.gguf"), "--voice-dir", str(tmp_path), "-threads", "1",
+                 "-P", "0", *flags])
+    err = capsys.readouterr().err
+    assert code == 2  # the model does not exist: the command stops at loading, after its warnings
+    assert ("warning: --cuda-graphs on applies to takes decoded one at a time" in err) == warns, err

@@ -143,7 +143,8 @@ def test_cuda_graphs_on_gives_the_same_take_on_the_cpu(tmp_path):
     debug line shows the flag reached the take (the outputs alone cannot tell)."""
     args = ["-m", str(TTS / "model.gguf"), "--text", "Again and again.", "--max-tokens", "8",
             "--min-tokens-before-end", "8", "--seed", "5", "--log-level", "debug"]
-    on = synth(*args, "--cuda-graphs", "on", "-o", str(tmp_path / "on.wav"), "--codes-out", str(tmp_path / "on.npy"))
+    on = synth(*args, "--cuda-graphs", "on", "-o", str(tmp_path / "on.wav"),
+               "--codes-out", str(tmp_path / "on.npy"))
     default = synth(*args, "-o", str(tmp_path / "d.wav"), "--codes-out", str(tmp_path / "d.npy"))
     assert on.returncode == 0 and default.returncode == 0, on.stderr[-2000:] + default.stderr[-2000:]
     assert "decode steps: static, eager (cuda_graphs=on)" in on.stderr
@@ -152,7 +153,8 @@ def test_cuda_graphs_on_gives_the_same_take_on_the_cpu(tmp_path):
     assert codes.shape == (10, 8)
     np.testing.assert_array_equal(codes, np.load(tmp_path / "d.npy"))
     # As test_seed_reproduces_the_same_take: multi-threaded codec reductions may differ in the last bits.
-    np.testing.assert_allclose(sf.read(tmp_path / "on.wav")[0], sf.read(tmp_path / "d.wav")[0], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(sf.read(tmp_path / "on.wav")[0], sf.read(tmp_path / "d.wav")[0],
+                               atol=1e-5, rtol=0)
 
 
 def test_unknown_cuda_graphs_mode_is_a_usage_error(tmp_path):

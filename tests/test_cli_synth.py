@@ -135,3 +135,44 @@ def test_text_longer_than_the_context_runs_in_linear_memory(tmp_path):
     metrics = next(line for line in r.stderr.splitlines() if "[Metrics]" in line)
     peak_mb = float(metrics.split("peak_rss_mb=")[1].split()[0])
     assert peak_mb < 800, metrics
+
+
+def test_cuda_graphs_on_gives_the_same_take_on_the_cpu(tmp_path):
+    """On the CPU ``--cuda-graphs on`` runs the static decode steps eagerly: the same numbers as the
+    dynamic steps of the default (tests/engine/test_static_step.py), so the same seeded take. The
+    debug line shows the flag reached the take (the outputs alone cannot tell)."""
+    args = ["-m", str(TTS / "model.gguf"), "--text", "Again and again.", "--max-tokens", "8",
+            "--min-tokens-before-end", "8", "--seed", "5", "--log-level", "debug"]
+    on = synth(*args, "--cuda-graphs", "on", "-o", str(tmp_path / "on.wav"),
+               "--codes-out", str(tmp_path / "on.npy"))
+    default = synth(*args, "-o", str(tmp_path / "d.wav"), "--codes-out", str(tmp_path / "d.npy"))
+    assert on.returncode == 0 and default.returncode == 0, on.stderr[-2000:] + default.stderr[-2000:]
+    assert "decode steps: static, eager (cuda_graphs=on)" in on.stderr
+    assert "decode steps: dynamic (cuda_graphs=auto)" in default.stderr
+    codes = np.load(tmp_path / "on.npy")
+    assert codes.shape == (10, 8)
+    np.testing.assert_array_equal(codes, np.load(tmp_path / "d.npy"))
+    # As test_seed_reproduces_the_same_take: multi-threaded codec reductions may differ in the last bits.
+    np.testing.assert_allclose(sf.read(tmp_path / "on.wav")[0], sf.read(tmp_path / "d.wav")[0],
+                               atol=1e-5, rtol=0)
+
+
+def test_unknown_cuda_graphs_mode_is_a_usage_error(tmp_path):
+    out = tmp_path / "out.wav"
+    r = synth("-m", str(TTS / "model.gguf"), "--cuda-graphs", "always", "-o", str(out))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert "--cuda-graphs" in last and "'always'" in last and "auto" in last and "compile" in last, last
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [["synth"], ["serve"], ["voices", "add", "me.wav", "--text", "hi"]])
+def test_cuda_graphs_reaches_the_engine_settings(command):
+    from s2studio.cli import build_parser
+    from s2studio.cli.options import CUDA_GRAPH_MODES, engine_settings
+    from s2studio.engine.model.static_step import MODES
+
+    assert CUDA_GRAPH_MODES == MODES  # the parser's choices are the engine's modes
+    parser = build_parser()
+    assert engine_settings(parser.parse_args(command)).cuda_graphs == "auto"
+    assert engine_settings(parser.parse_args([*command, "--cuda-graphs", "eager"])).cuda_graphs == "eager"

@@ -7,6 +7,10 @@ import argparse
 
 from s2studio.engine.limits import argparse_type
 
+# engine.model.static_step.MODES, spelled out so that building the parser (and --help) never
+# imports torch; tests/test_cli_synth.py checks the two stay equal.
+CUDA_GRAPH_MODES = ("auto", "on", "off", "eager", "compile")
+
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     """Model, tokenizer and device flags shared by commands that load the Dual-AR."""
@@ -27,6 +31,9 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                         "the rest float16), quantized, or dequantize everything to float32/float16/bfloat16")
     p.add_argument("-threads", "--threads", type=argparse_type("threads", "--threads"), default=0,
                    help="CPU threads (0 = all cores; more than the cores is clamped to them)")
+    p.add_argument("--cuda-graphs", choices=CUDA_GRAPH_MODES, default="auto",
+                   help="decode steps as CUDA graphs (fewer kernel launches); matters only on CUDA: auto "
+                        "(default) = on when the whole model is on one CUDA GPU, off = dynamic steps")
     add_codec_mode_options(p)
 
 
@@ -56,7 +63,7 @@ def engine_settings(args: argparse.Namespace):
         device = "mps"
     return EngineSettings(model_path=args.model, tokenizer_path=args.tokenizer, tokenizer_mode=args.tokenizer_mode,
                           device=device, gpu_layers=args.gpu_layers, dtype=args.dtype, threads=args.threads,
-                          codec_mode=args.codec_mode)
+                          codec_mode=args.codec_mode, cuda_graphs=args.cuda_graphs)
 
 
 def add_sampling_options(p: argparse.ArgumentParser) -> None:

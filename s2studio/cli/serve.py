@@ -71,6 +71,12 @@ def run(args: argparse.Namespace) -> int:
     if args.host not in LOOPBACK_HOSTS:
         print(f"warning: serving on {args.host}: every machine that can reach port {args.port} can use this "
               f"server{'' if api_key else ' (no --api-key set)'}.", file=sys.stderr)
+    if args.cuda_graphs not in ("auto", "off") and args.max_batch > 1:
+        # Batched takes share one decode step of several rows (engine.batching), which the static
+        # steps do not cover: without this line the flag would quietly do nothing.
+        print(f"warning: --cuda-graphs {args.cuda_graphs} applies to takes decoded one at a time; with --max-batch "
+              f"{args.max_batch} requests are decoded together on the dynamic steps (use --max-batch 1).",
+              file=sys.stderr)
     voice_dir = args.voice_dir or str(default_voice_dir())
     os.makedirs(voice_dir, exist_ok=True)  # so the folder checks resolve against a real path
     config = ServerConfig(voice_dir=voice_dir, queue_depth=args.queue_depth, max_batch=args.max_batch,

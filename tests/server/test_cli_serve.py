@@ -64,3 +64,27 @@ def test_browser_flags_are_lists():
                                       "--allowed-origins", "http://localhost:5173"])
     assert args.allowed_hosts == ("studio.lan", "box.local")
     assert args.allowed_origins == ("http://localhost:5173",)
+
+
+def test_serve_help_lists_cuda_graphs():
+    """The server's engine takes ``--cuda-graphs`` from its command line (HTTP clients cannot set it)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "s2studio", "serve", "--help"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "--cuda-graphs {auto,on,off,eager,compile}" in r.stdout and "CUDA" in r.stdout
+
+
+@pytest.mark.parametrize("flags, warns", [(["--cuda-graphs", "on"], True),
+                                          (["--cuda-graphs", "on", "--max-batch", "1"], False), ([], False)])
+def test_cuda_graphs_with_batching_warns_before_loading(tmp_path, capsys, flags, warns):
+    """Batched takes run the dynamic steps: asking for graphs with --max-batch > 1 says so."""
+    from s2studio.cli import main
+
+    code = main(["serve", "-m", str(tmp_path / "missing.gguf"), "--voice-dir", str(tmp_path), "-threads", "1",
+                 "-P", "0", *flags])
+    err = capsys.readouterr().err
+    assert code == 2  # the model does not exist: the command stops at loading, after its warnings
+    assert ("warning: --cuda-graphs on applies to takes decoded one at a time" in err) == warns, err

@@ -221,6 +221,9 @@ def decode_steps(model: DualAR, capacity: int, start: int, cuda_graphs: str = "a
     first on the dynamic path): dynamic, or static (CUDA graphs) by ``cuda_graphs``
     (:data:`static_step.MODES`; auto = static only with the whole model on one CUDA GPU)."""
     mode = resolve_mode(cuda_graphs, model)
+    # Says which steps a take ran (at --log-level debug): "auto" and a failed capture decide it quietly.
+    log.debug("decode steps: %s (cuda_graphs=%s)",
+              "dynamic" if mode == "off" else f"static, {mode}", cuda_graphs)
     if mode == "off":
         return DynamicSteps(model, capacity, start)
     return static_decoder(model, capacity, mode)

@@ -54,7 +54,7 @@
 #define QK 256
 #define MAX_M 32 /* activation rows per call: 2 x qkernels.MAX_KERNEL_ROWS (two planes) */
 
-enum { T_Q4_K = 0, T_Q5_K = 1, T_Q6_K = 2, T_Q3_K = 3, T_Q2_K = 4, N_TYPES = 5 };
+enum { T_Q4_K = 0, T_Q5_K = 1, T_Q6_K = 2, T_Q3_K = 3, T_Q2_K = 4, T_Q8_0 = 5, N_TYPES = 6 };
 
 enum { L_SCALAR = 0, L_AVX2 = 1, L_AVX512 = 2, L_AVX512VNNI = 3, N_LEVELS = 4 };
 static const char *LEVEL_NAMES[N_LEVELS] = {"scalar", "avx2", "avx512bw", "avx512vnni"};
@@ -215,11 +215,53 @@ DEFINE_SCALAR_ROWS(rows_q6_k_scalar, unpack_q6_k, 210)
 DEFINE_SCALAR_ROWS(rows_q3_k_scalar, unpack_q3_k, 110)
 DEFINE_SCALAR_ROWS(rows_q2_k_scalar, unpack_q2_k, 84)
 
+/* Q8_0: 34-byte blocks of float16 d and 32 int8 q (weight = d * q): the int8 weights multiply
+ * the int8 activations directly. The activations keep one scale dx per 256 values, so a row is
+ * a sum over 256-value chunks (8 weight blocks) of dx * sum_j d_j * (integer dot of block j).
+ * Matrices whose cols are not a multiple of 256 (tiny test models): the caller pads the
+ * activations with zeros to a multiple of 256, so `cols` is the activations' row stride and
+ * the number of weight blocks comes from row_bytes; the last chunk then has fewer blocks.
+ * Per activation row the float operations are the same whatever m is (each row has its own
+ * accumulators and the loops over blocks do not depend on m): a row computed among m rows is
+ * bit-identical to it computed alone, which batching relies on. */
+#define Q8_BB 34
+#define Q8_PER_CHUNK (QK / 32)
+
+static void rows_q8_0_scalar(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1,
+                             const int8_t *xq, const float *xd, const int16_t *xbs, int64_t m,
+                             int64_t cols, float *out, int64_t out_stride) {
+    (void)xbs;
+    int64_t nb = row_bytes / Q8_BB, nc = cols / QK;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = raw + r * row_bytes;
+        float acc[MAX_M], t[MAX_M];
+        for (int64_t i = 0; i < m; i++) acc[i] = 0.0f;
+        for (int64_t c = 0; c < nc; c++) {
+            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;
+            for (int64_t i = 0; i < m; i++) t[i] = 0.0f;
+            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {
+                const uint8_t *blk = row + j * Q8_BB;
+                const int8_t *w = (const int8_t *)(blk + 2);
+                float d = f16_to_f32(rd16(blk));
+                for (int64_t i = 0; i < m; i++) {
+                    const int8_t *x = xq + i * cols + j * 32;
+                    int32_t s = 0;
+                    for (int l = 0; l < 32; l++) s += (int32_t)w[l] * x[l];
+                    t[i] += (float)s * d;
+                }
+            }
+            for (int64_t i = 0; i < m; i++) acc[i] += t[i] * xd[i * nc + c];
+        }
+        for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = acc[i];
+    }
+}
+
 typedef void (*rows_fn)(const uint8_t *, int64_t, int64_t, int64_t, const int8_t *, const float *,
                         const int16_t *, int64_t, int64_t, float *, int64_t);
 
 static rows_fn ROWS[N_LEVELS][N_TYPES] = {
-    {rows_q4_k_scalar, rows_q5_k_scalar, rows_q6_k_scalar, rows_q3_k_scalar, rows_q2_k_scalar}};
+    {rows_q4_k_scalar, rows_q5_k_scalar, rows_q6_k_scalar, rows_q3_k_scalar, rows_q2_k_scalar,
+     rows_q8_0_scalar}};
 
 #ifdef S2Q_X86
 
@@ -395,6 +437,63 @@ DEFINE_AVX2_ROWS(rows_q6_k_avx2, x_q6_k, 210)
 DEFINE_AVX2_ROWS(rows_q3_k_avx2, x_q3_k, 110)
 DEFINE_AVX2_ROWS(rows_q2_k_avx2, x_q2_k, 84)
 
+/* Q8_0 on AVX2: per block, |w| (vpabsb) and w's signs moved onto the activations (vpsignb:
+ * x where w > 0, -x where w < 0), so vpmaddubsw multiplies unsigned by signed bytes
+ * (|w| <= 128, |x| <= 127: a pair sums to at most 32512, no saturation); vpmaddwd by ones sums
+ * into 8 int32, converted to float and scaled by d in one FMA. The weight-side work (load,
+ * abs, the scale) is done once per block for all m activation rows. */
+S2Q_TARGET(AVX2_T) S2Q_INLINE void rows_q8_0_avx2_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,
+                                                    int64_t r1, const int8_t *xq, const float *xd,
+                                                    const int64_t m, int64_t cols, float *out,
+                                                    int64_t out_stride) {
+    int64_t nb = row_bytes / Q8_BB, nc = cols / QK;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = raw + r * row_bytes;
+        __m256 acc[MAX_M], t[MAX_M];
+        for (int64_t i = 0; i < m; i++) acc[i] = _mm256_setzero_ps();
+        for (int64_t c = 0; c < nc; c++) {
+            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;
+            for (int64_t i = 0; i < m; i++) t[i] = _mm256_setzero_ps();
+            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {
+                const uint8_t *blk = row + j * Q8_BB;
+                __m256 dv = _mm256_set1_ps(F16(blk));
+                __m256i w = V(blk + 2), aw = _mm256_abs_epi8(w);
+                for (int64_t i = 0; i < m; i++) {
+                    __m256i xv = V(xq + i * cols + j * 32);
+                    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, w)), ones);
+                    t[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dv, t[i]);
+                }
+            }
+            for (int64_t i = 0; i < m; i++)
+                acc[i] = _mm256_fmadd_ps(t[i], _mm256_set1_ps(xd[i * nc + c]), acc[i]);
+        }
+        for (int64_t i = 0; i < m; i++) {
+            __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1));
+            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_add_ss(h, _mm_movehdup_ps(h));
+            out[i * out_stride + r] = _mm_cvtss_f32(h);
+        }
+    }
+}
+
+/* Copies for m = 1, 2 (one request, in one or two planes) and 4, 8 (a few batched requests):
+ * with m constant the accumulators stay in registers. Same code, so the same float operations
+ * per row as the general copy. */
+#define Q8_DISPATCH(BODY)                                                                        \
+    if (m == 1) BODY(raw, row_bytes, r0, r1, xq, xd, 1, cols, out, out_stride);                 \
+    else if (m == 2) BODY(raw, row_bytes, r0, r1, xq, xd, 2, cols, out, out_stride);            \
+    else if (m == 4) BODY(raw, row_bytes, r0, r1, xq, xd, 4, cols, out, out_stride);            \
+    else if (m == 8) BODY(raw, row_bytes, r0, r1, xq, xd, 8, cols, out, out_stride);            \
+    else BODY(raw, row_bytes, r0, r1, xq, xd, m, cols, out, out_stride);
+
+S2Q_TARGET(AVX2_T) static void rows_q8_0_avx2(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1,
+                                              const int8_t *xq, const float *xd, const int16_t *xbs,
+                                              int64_t m, int64_t cols, float *out, int64_t out_stride) {
+    (void)xbs;
+    Q8_DISPATCH(rows_q8_0_avx2_m)
+}
+
 /* AVX-512: 4 chunks of 64 weights; the int16 product lane j of chunk c belongs to scale
  * 4c + j/8, picked by one vpermw. VNNI fuses vpmaddwd + vpaddd into vpdpwssd. */
 #define AVX512_T "avx2,fma,f16c,avx512f,avx512bw,avx512vl"
@@ -483,6 +582,68 @@ DEFINE_AVX512_ROWS(rows_q6_k_vnni, x_q6_k, 210, AVX512VNNI_T, MADD_ADD_VNNI)
 DEFINE_AVX512_ROWS(rows_q3_k_vnni, x_q3_k, 110, AVX512VNNI_T, MADD_ADD_VNNI)
 DEFINE_AVX512_ROWS(rows_q2_k_vnni, x_q2_k, 84, AVX512VNNI_T, MADD_ADD_VNNI)
 
+/* Q8_0 on AVX-512: two blocks per 64-byte register (the last chunk may end on one: the second
+ * half is then zero weights). No vpsignb at 512 bits: the activations are negated under the
+ * mask of w's sign bits (one masked vpsubb). BW: vpmaddubsw + vpmaddwd by ones; VNNI: vpdpbusd
+ * (unsigned x signed bytes straight into int32). */
+#define Q8_DOT_BW(a, s) _mm512_madd_epi16(_mm512_maddubs_epi16(a, s), _mm512_set1_epi16(1))
+#define Q8_DOT_VNNI(a, s) _mm512_dpbusd_epi32(_mm512_setzero_si512(), a, s)
+
+#define DEFINE_Q8_0_AVX512_ROWS(NAME, TARGET, DOT)                                               \
+    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_m(const uint8_t *raw, int64_t row_bytes, int64_t r0, \
+                                                int64_t r1, const int8_t *xq, const float *xd,   \
+                                                const int64_t m, int64_t cols, float *out,       \
+                                                int64_t out_stride) {                            \
+        int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                          \
+        const __m512i zero = _mm512_setzero_si512();                                             \
+        for (int64_t r = r0; r < r1; r++) {                                                      \
+            const uint8_t *row = raw + r * row_bytes;                                            \
+            __m512 acc[MAX_M], t[MAX_M];                                                         \
+            for (int64_t i = 0; i < m; i++) acc[i] = _mm512_setzero_ps();                        \
+            for (int64_t c = 0; c < nc; c++) {                                                   \
+                int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;          \
+                for (int64_t i = 0; i < m; i++) t[i] = _mm512_setzero_ps();                      \
+                for (int64_t j = c * Q8_PER_CHUNK; j < j1; j += 2) {                             \
+                    const uint8_t *blk = row + j * Q8_BB;                                        \
+                    int two = j + 1 < j1;                                                        \
+                    __m256i w1 = two ? V(blk + Q8_BB + 2) : _mm256_setzero_si256();             \
+                    __m256 d0 = _mm256_set1_ps(F16(blk));                                        \
+                    __m256 d1 = two ? _mm256_set1_ps(F16(blk + Q8_BB)) : _mm256_setzero_ps();   \
+                    __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(V(blk + 2)), w1, 1);   \
+                    __m512i aw = _mm512_abs_epi8(w);                                             \
+                    __mmask64 neg = _mm512_movepi8_mask(w);                                      \
+                    __m512 dv = _mm512_castpd_ps(_mm512_insertf64x4(                             \
+                        _mm512_castpd256_pd512(_mm256_castps_pd(d0)), _mm256_castps_pd(d1), 1)); \
+                    for (int64_t i = 0; i < m; i++) {                                            \
+                        /* 64 bytes even for a lone last block: cols is padded to 256 */        \
+                        __m512i xv = _mm512_loadu_si512((const void *)(xq + i * cols + j * 32)); \
+                        __m512i s = _mm512_mask_sub_epi8(xv, neg, zero, xv);                     \
+                        t[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DOT(aw, s)), dv, t[i]);        \
+                    }                                                                            \
+                }                                                                                \
+                for (int64_t i = 0; i < m; i++)                                                  \
+                    acc[i] = _mm512_fmadd_ps(t[i], _mm512_set1_ps(xd[i * nc + c]), acc[i]);      \
+            }                                                                                    \
+            for (int64_t i = 0; i < m; i++) {                                                    \
+                __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[i]), _mm256_castpd_ps(       \
+                                             _mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1))); \
+                __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));   \
+                h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                          \
+                h = _mm_add_ss(h, _mm_movehdup_ps(h));                                           \
+                out[i * out_stride + r] = _mm_cvtss_f32(h);                                      \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
+                                        const int8_t *xq, const float *xd, const int16_t *xbs,  \
+                                        int64_t m, int64_t cols, float *out, int64_t out_stride) { \
+        (void)xbs;                                                                               \
+        Q8_DISPATCH(NAME##_m)                                                                    \
+    }
+
+DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_avx512, AVX512_T, Q8_DOT_BW)
+DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_vnni, AVX512VNNI_T, Q8_DOT_VNNI)
+
 static void cpuid(int leaf, int sub, unsigned r[4]) {
 #if defined(_MSC_VER) && !defined(__clang__)
     int t[4];
@@ -522,10 +683,12 @@ static int detect_level(void) {
 }
 
 static void init_tables(void) {
-    rows_fn a[N_TYPES] = {rows_q4_k_avx2, rows_q5_k_avx2, rows_q6_k_avx2, rows_q3_k_avx2, rows_q2_k_avx2};
+    rows_fn a[N_TYPES] = {rows_q4_k_avx2, rows_q5_k_avx2, rows_q6_k_avx2, rows_q3_k_avx2, rows_q2_k_avx2,
+                          rows_q8_0_avx2};
     rows_fn b[N_TYPES] = {rows_q4_k_avx512, rows_q5_k_avx512, rows_q6_k_avx512, rows_q3_k_avx512,
-                          rows_q2_k_avx512};
-    rows_fn c[N_TYPES] = {rows_q4_k_vnni, rows_q5_k_vnni, rows_q6_k_vnni, rows_q3_k_vnni, rows_q2_k_vnni};
+                          rows_q2_k_avx512, rows_q8_0_avx512};
+    rows_fn c[N_TYPES] = {rows_q4_k_vnni, rows_q5_k_vnni, rows_q6_k_vnni, rows_q3_k_vnni, rows_q2_k_vnni,
+                          rows_q8_0_vnni};
     memcpy(ROWS[L_AVX2], a, sizeof a);
     memcpy(ROWS[L_AVX512], b, sizeof b);
     memcpy(ROWS[L_AVX512VNNI], c, sizeof c);
@@ -652,6 +815,7 @@ PyMODINIT_FUNC PyInit__qdot(void) {
         PyModule_AddIntConstant(mod, "Q6_K", T_Q6_K);
         PyModule_AddIntConstant(mod, "Q3_K", T_Q3_K);
         PyModule_AddIntConstant(mod, "Q2_K", T_Q2_K);
+        PyModule_AddIntConstant(mod, "Q8_0", T_Q8_0);
     }
     return mod;
 }

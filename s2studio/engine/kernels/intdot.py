@@ -33,7 +33,9 @@ except ImportError as exc:  # no compiler at install time, or a source checkout 
     _qdot = None
     _IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
 
-TYPE_IDS = {} if _qdot is None else {name: getattr(_qdot, name) for name in ("Q4_K", "Q5_K", "Q6_K", "Q3_K", "Q2_K")}
+TYPES = ("Q4_K", "Q5_K", "Q6_K", "Q3_K", "Q2_K", "Q8_0")
+TYPE_IDS = {} if _qdot is None else {name: getattr(_qdot, name) for name in TYPES if hasattr(_qdot, name)}
+ACT_BLOCK = 256  # activation values per int8 scale; Q8_0 rows of other lengths get zero-padded activations
 ROWS_PER_TASK = 32  # rows per C call: small enough to balance 2-16 threads on 1024+ rows
 # S2_INT_DOT: 2 (default) activations as two int8 planes, the values and what they missed;
 # 1: one plane (ggml's Q8_K; faster, ~1 % error); 0: the float32 numba kernels.
@@ -93,6 +95,14 @@ def handles(type_name: str) -> bool:
 def gemv(type_name: str, raw: np.ndarray, x: np.ndarray, out: np.ndarray, planes: int | None = None) -> None:
     """out (m, rows) = x (m, cols) float32, C-contiguous, m <= 16, times the blocks ``raw``ᵀ.
     ``planes``: 1 = int8 activations; 2 = plus their int8-quantized residual."""
+    cols = x.shape[1]
+    if cols % ACT_BLOCK:
+        # Only Q8_0 (32-value blocks) has such rows, in tiny test models; S2 Pro's are all
+        # multiples of 256. Zeros leave each 256-chunk's scale (its largest |x|) unchanged and
+        # meet no weights: the kernel takes the weight-block count from raw's row length.
+        padded = np.zeros((x.shape[0], cols + ACT_BLOCK - cols % ACT_BLOCK), np.float32)
+        padded[:, :cols] = x
+        x = padded
     _gemv(TYPE_IDS[type_name], raw, x, out, PLANES if planes is None else planes)
 
 

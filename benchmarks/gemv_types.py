@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Decode GEMV per GGUF block type against this machine's memory-bandwidth floor.
 
-    python benchmarks/gemv_types.py [--threads 2] [--rows 9728 --cols 2560] [--matrices 10]
+    python benchmarks/gemv_types.py [--threads 2] [--rows 9728 --cols 2560] [--matrices 10] [--m 1,2,4,8]
+    python benchmarks/gemv_types.py --cpu-seconds [--m 1,4]   # work per byte, see below
 
 For each type: ``--matrices`` random-block matrices (together larger than the caches) are
 multiplied by one activation row in turn, so every call streams its blocks from memory; the
@@ -9,6 +10,11 @@ best of ``--rounds`` rounds is kept, every round timing every type, path and the
 built; activations in one int8 plane, or two: int8 plus the int8 residual) are timed in alternation, so a busy moment slows both. ``x floor`` = ms / (bytes of one
 matrix / streaming-read bandwidth measured in the same run). The machine may be shared: run it
 twice and read ranges, and note the load average printed at the top.
+
+``--m 1,2,4,8``: activation rows per call (the server batches requests into one GEMV); one
+table per m. ``--cpu-seconds``: one thread, one matrix small enough for the caches, timed in
+CPU seconds (``time.process_time``): GB of blocks per CPU-second, the work per byte, which a
+shared machine's load does not distort as much as wall-clock times.
 """
 
 from __future__ import annotations
@@ -52,37 +58,88 @@ def main() -> None:
     ap.add_argument("--cols", type=int, default=2560)
     ap.add_argument("--matrices", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--m", type=int, default=1, help="activation rows")
+    ap.add_argument("--m", default="1", help="activation rows per call, comma-separated: 1,2,4,8")
     ap.add_argument("--types", default=",".join(TYPES))
+    ap.add_argument("--cpu-seconds", action="store_true",
+                    help="1 thread, a 1024-row matrix in the caches, GB per CPU-second")
     args = ap.parse_args()
+    if args.cpu_seconds:
+        args.threads, args.rows, args.matrices = 1, 1024, 1
     set_threads(args.threads)
     qkernels.sync_threads(args.threads)
-    print(f"loadavg {open('/proc/loadavg').read().split()[:3] if os.path.exists('/proc/loadavg') else '?'}; "
-          f"integer path: {intdot.describe()}")
-    x = torch.randn(args.m, args.cols)
+    print(f"loadavg {loadavg()}; integer path: {intdot.describe()}")
+    for m in (int(v) for v in args.m.split(",")):
+        if args.cpu_seconds:
+            per_cpu_second(args, m)
+        else:
+            against_the_floor(args, m)
+
+
+def loadavg() -> str:
+    return " ".join(open("/proc/loadavg").read().split()[:3]) if os.path.exists("/proc/loadavg") else "?"
+
+
+def random_matrices(name: str, rows: int, cols: int, count: int, rng) -> list[np.ndarray]:
+    kern = qkernels.KERNELS[name]
+    row_bytes = cols // kern.block_elems * kern.block_bytes
+    mats = []
+    for _ in range(count):
+        raw = rng.integers(0, 256, size=(rows, row_bytes), dtype=np.uint8)
+        # small float16 scales at both ends of each block: no inf/NaN/denormal slow paths
+        raw.reshape(rows, -1, kern.block_bytes)[:, :, :2] = 0x10
+        raw.reshape(rows, -1, kern.block_bytes)[:, :, -2:] = 0x10
+        raw.setflags(write=False)
+        mats.append(raw)
+    return mats
+
+
+def path_calls(name: str, mats, rows: int, cols: int, m: int) -> dict:
+    """path -> list of calls, one per matrix: the float32 numba kernel, the C integer kernel
+    with one and with two activation planes (where it handles the type)."""
+    x = torch.randn(m, cols)
     xn = x.numpy()
-    out = np.empty((args.m, args.rows), np.float32)
+    out = np.empty((m, rows), np.float32)
+    fl = [QuantMatrix(name, r, (rows, cols), int_dot=False) for r in mats]
+    calls = {"float": [lambda q=q: q.matmul_t(x) for q in fl]}
+    if intdot.handles(name):
+        for planes in (1, 2):
+            calls[f"int{planes}"] = [lambda r=r, p=planes: intdot.gemv(name, r, xn, out, p) for r in mats]
+    return calls
+
+
+def per_cpu_second(args, m: int) -> None:
+    rng = np.random.default_rng(0)
+    print(f"\nm = {m}: one thread, {args.rows}x{args.cols} in the caches, GB of blocks per CPU-second "
+          f"(best of {args.rounds} rounds)")
+    print("| type | float32 (numba) | int8, 1 plane | int8, 2 planes |")
+    print("|---|---|---|---|")
+    for name in args.types.split(","):
+        raw = random_matrices(name, args.rows, args.cols, 1, rng)[0]
+        calls = path_calls(name, [raw], args.rows, args.cols, m)
+        reps = max(3, int(2e8 // raw.nbytes))  # ~0.2 GB of blocks per timing
+        best = {}
+        for k, (c,) in calls.items():
+            c()
+        for _ in range(args.rounds):
+            for k, (c,) in calls.items():
+                t0 = time.process_time()
+                for _ in range(reps):
+                    c()
+                best[k] = min(best.get(k, float("inf")), (time.process_time() - t0) / reps)
+        cells = [f"{raw.nbytes / best[k] / 1e9:.1f}" if k in best else "—" for k in ("float", "int1", "int2")]
+        print(f"| {name} | {' | '.join(cells)} |", flush=True)
+    print(f"load after: {loadavg()}")
+
+
+def against_the_floor(args, m: int) -> None:
     rng = np.random.default_rng(0)
     calls = {}  # (type, path) -> list of calls, one per matrix
     sizes = {}
     for name in args.types.split(","):
-        kern = qkernels.KERNELS[name]
-        row_bytes = args.cols // kern.block_elems * kern.block_bytes
-        mats = []
-        for _ in range(args.matrices):
-            raw = rng.integers(0, 256, size=(args.rows, row_bytes), dtype=np.uint8)
-            # small float16 scales at both ends of each block: no inf/NaN/denormal slow paths
-            raw.reshape(args.rows, -1, kern.block_bytes)[:, :, :2] = 0x10
-            raw.reshape(args.rows, -1, kern.block_bytes)[:, :, -2:] = 0x10
-            raw.setflags(write=False)
-            mats.append(raw)
+        mats = random_matrices(name, args.rows, args.cols, args.matrices, rng)
         sizes[name] = mats[0].nbytes / 1e6
-        fl = [QuantMatrix(name, r, (args.rows, args.cols), int_dot=False) for r in mats]
-        calls[name, "float"] = [lambda q=q: q.matmul_t(x) for q in fl]
-        if intdot.handles(name):
-            for planes in (1, 2):
-                calls[name, f"int{planes}"] = [lambda r=r, p=planes, n=name: intdot.gemv(n, r, xn, out, p)
-                                               for r in mats]
+        for path, cs in path_calls(name, mats, args.rows, args.cols, m).items():
+            calls[name, path] = cs
     for cs in calls.values():  # compile, first touch
         for c in cs:
             c()
@@ -95,8 +152,8 @@ def main() -> None:
         for k, cs in calls.items():
             best[k] = min(best[k], best_ms(cs, 1))
     bw = max(bws)
-    print(f"bandwidth {bw:.1f} GB/s (best of {args.rounds}, {args.threads} threads); load after: "
-          f"{open('/proc/loadavg').read().split()[:3] if os.path.exists('/proc/loadavg') else '?'}")
+    print(f"\nm = {m} activation rows; bandwidth {bw:.1f} GB/s (best of {args.rounds}, {args.threads} threads); "
+          f"load after: {loadavg()}")
     print("| type | MB per matrix | floor ms | float32 activations ms (× floor) | int8, 1 plane | int8, 2 planes |")
     print("|---|---|---|---|---|---|")
     for name, mb in sizes.items():

@@ -12,7 +12,7 @@ import numpy as np
 
 # Byte offsets of the float16 (super-)block scales (d, and dmin where present) in each block.
 SCALE_OFFSETS = {"Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,), "Q4_0": (0,), "Q3_K": (108,),
-                 "Q2_K": (80, 82)}
+                 "Q2_K": (80, 82), "Q8_0": (0,)}
 
 
 def random_blocks(type_name: str, rows: int, cols: int, seed: int) -> np.ndarray:

@@ -1,5 +1,5 @@
-"""The C integer-dot-product GEMV for K-quants (engine/kernels/intdot.py + _qdot.c) against
-float64 dequantize-then-matmul, on every instruction-set path this CPU has.
+"""The C integer-dot-product GEMV for K-quants and Q8_0 (engine/kernels/intdot.py + _qdot.c)
+against float64 dequantize-then-matmul, on every instruction-set path this CPU has.
 
 Error bounds: each output's error relative to |x_i| |w_r| (the largest the dot product could
 be; relative to the output itself, cancellation can make any bound fail), and why:
@@ -11,6 +11,9 @@ be; relative to the output itself, cancellation can make any bound fail), and wh
 - two planes (the default: the int8 values, then what they missed, again as int8): the
   residual is quantized with 1/127 of its own range, so ~250x less. Measured max: 8.6e-6;
   bounded at INT8X2_REL = 3e-5.
+- Q8_0's precise mode is int16 activations instead (round(x * 32767 / max|x|) per 256: each
+  off by at most 1/65534 of the largest, like two int8 planes' 1/64516), under the same bound.
+  Measured max: 9.6e-6, on the shortest rows (32 values: few terms to average the errors out).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
 pytestmark = pytest.mark.skipif(not intdot.available(), reason=f"integer kernels not here: {intdot.describe()}")
 
 K_TYPES = ["Q4_K", "Q5_K", "Q6_K", "Q3_K", "Q2_K"]
+TYPES = K_TYPES + ["Q8_0"]
 INT8_REL = 3e-3
 INT8X2_REL = 3e-5
 SHAPES = [(37, 512), (64, 1024), (1, 256), (33, 768)]  # rows not multiples of the 32-row tasks
@@ -58,7 +62,7 @@ def check(qtype, raw, x, planes, bound):
     return got
 
 
-@pytest.mark.parametrize("qtype", K_TYPES)
+@pytest.mark.parametrize("qtype", TYPES)
 @pytest.mark.parametrize("rows,cols", SHAPES)
 def test_gemv_on_every_instruction_set(level, qtype, rows, cols):
     raw = random_blocks(qtype, rows, cols, rows * 13 + cols)
@@ -68,8 +72,58 @@ def test_gemv_on_every_instruction_set(level, qtype, rows, cols):
         check(qtype, raw, x, 2, INT8X2_REL)
 
 
-@pytest.mark.parametrize("qtype", K_TYPES)
-def test_instruction_sets_agree(qtype):
+# Q8_0 rows of 32-value blocks that do not fill the 256-value activation chunks (tiny models):
+# the activations are zero-padded; an odd block count leaves AVX-512's last pair half empty.
+@pytest.mark.parametrize("rows,cols", [(33, 96), (9, 288), (5, 800), (3, 32)])
+def test_q8_0_rows_not_a_multiple_of_256(level, rows, cols):
+    raw = random_blocks("Q8_0", rows, cols, rows + cols)
+    for m in (1, 3, 16):
+        x = np.random.default_rng(m).standard_normal((m, cols)).astype(np.float32)
+        # one plane on 32 values: 3.2e-3 measured (the bound's sqrt(cols) averaging is absent)
+        check("Q8_0", raw, x, 1, INT8_REL if cols >= 96 else 1e-2)
+        check("Q8_0", raw, x, 2, INT8X2_REL)
+
+
+def test_q8_0_extreme_codes():
+    """-128 (whose |.| is 128, the largest byte vpmaddubsw takes unsigned) and 127 in every
+    position, against the largest activations: no int16 saturation, exact integer sums."""
+    rows, cols = 4, 256
+    raw = random_blocks("Q8_0", rows, cols, 0).reshape(rows, -1, 34)
+    raw[0, :, 2:] = np.uint8(128)  # int8 -128
+    raw[1, :, 2:] = 127
+    raw[2, :, 2::2] = np.uint8(128)
+    raw[2, :, 3::2] = 127
+    raw = raw.reshape(rows, -1)
+    x = np.ones((2, cols), np.float32)
+    x[1, 1::2] = -1.0
+    for lv in intdot.levels():
+        intdot.set_level(lv)
+        for planes in (1, 2):
+            check("Q8_0", raw, x, planes, 1e-6)  # every activation exact (+-max|x|)
+    intdot.set_level(intdot.levels()[-1])
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("planes", [1, 2])
+def test_a_row_is_the_same_among_others_as_alone(level, qtype, planes):
+    """Batching's premise (transformer.linear_grouped): each activation row's output is
+    bit-identical whatever the other rows and their number are, on every path, including the
+    copies specialised for 1, 2, 4 and 8 kernel rows."""
+    rows, cols = 40, 768
+    raw = random_blocks(qtype, rows, cols, 9)
+    x = np.random.default_rng(4).standard_normal((16, cols)).astype(np.float32)
+    alone = np.empty((16, rows), np.float32)
+    for i in range(16):
+        intdot.gemv(qtype, raw, x[i:i + 1], alone[i:i + 1], planes)
+    for m in (2, 3, 4, 5, 8, 16):
+        got = np.empty((m, rows), np.float32)
+        intdot.gemv(qtype, raw, x[:m], got, planes)
+        np.testing.assert_array_equal(got, alone[:m], err_msg=f"m={m}")
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("planes", [1, 2])
+def test_instruction_sets_agree(qtype, planes):
     """The SIMD paths compute what the portable C computes (up to float summation order)."""
     raw = random_blocks(qtype, 40, 1024, 2)
     x = np.random.default_rng(0).standard_normal((3, 1024)).astype(np.float32)
@@ -79,7 +133,7 @@ def test_instruction_sets_agree(qtype):
         for lv in intdot.levels():
             intdot.set_level(lv)
             out = np.empty((3, 40), np.float32)
-            intdot.gemv(qtype, raw, x, out, 1)
+            intdot.gemv(qtype, raw, x, out, planes)
             outs.append(out)
     finally:
         intdot.set_level(before)
@@ -87,7 +141,7 @@ def test_instruction_sets_agree(qtype):
         np.testing.assert_allclose(out, outs[0], rtol=0, atol=1e-5 * np.abs(outs[0]).max())
 
 
-@pytest.mark.parametrize("qtype", K_TYPES)
+@pytest.mark.parametrize("qtype", TYPES)
 def test_activations_with_a_mean_outliers_and_zeros(qtype):
     """Real activations are not centred and have outlier channels; an all-zero row (amax 0)
     must give exact zeros, not NaN."""
@@ -116,8 +170,9 @@ def test_quant_matrix_uses_it_for_decode_rows_only():
     scale = x.double().norm(dim=1)[:, None] * deq.norm(dim=1)[None, :]
     assert ((w.matmul_t(x).double() - want).abs() / scale).max() <= INT8X2_REL
     with pytest.raises(ValueError, match="no integer kernel"):
-        QuantMatrix("Q8_0", np.zeros((8, 34), np.uint8), (8, 32), int_dot=True)
-    assert not QuantMatrix("Q8_0", np.zeros((8, 34), np.uint8), (8, 32)).int_dot
+        QuantMatrix("Q4_0", np.zeros((8, 18), np.uint8), (8, 32), int_dot=True)
+    assert not QuantMatrix("Q4_0", np.zeros((8, 18), np.uint8), (8, 32)).int_dot
+    assert QuantMatrix("Q8_0", np.zeros((8, 34), np.uint8), (8, 32)).int_dot
 
 
 def test_engine_falls_back_to_numba_without_the_extension():

@@ -54,7 +54,8 @@
 #define QK 256
 #define MAX_M 32 /* activation rows per call: 2 x qkernels.MAX_KERNEL_ROWS (two planes) */
 
-enum { T_Q4_K = 0, T_Q5_K = 1, T_Q6_K = 2, T_Q3_K = 3, T_Q2_K = 4, T_Q8_0 = 5, N_TYPES = 6 };
+enum { T_Q4_K = 0, T_Q5_K = 1, T_Q6_K = 2, T_Q3_K = 3, T_Q2_K = 4, T_Q8_0 = 5, T_Q8_0_I16 = 6,
+       N_TYPES = 7 };
 
 enum { L_SCALAR = 0, L_AVX2 = 1, L_AVX512 = 2, L_AVX512VNNI = 3, N_LEVELS = 4 };
 static const char *LEVEL_NAMES[N_LEVELS] = {"scalar", "avx2", "avx512bw", "avx512vnni"};
@@ -256,12 +257,50 @@ static void rows_q8_0_scalar(const uint8_t *raw, int64_t row_bytes, int64_t r0, 
     }
 }
 
+/* Q8_0 against int16 activations (the precise mode, what two int8 planes are for the
+ * K-quants): x quantized per 256 values to q = round(x * 32767 / max|x|), so each value is off
+ * by at most 1/65534 of its chunk's largest magnitude (two int8 planes: 1/64516 at worst).
+ * For Q8_0 this is cheaper than two planes: the weights are widened to int16 once per block
+ * (shared by all activation rows) and vpmaddwd multiplies 32 pairs per 512 bits with no sign
+ * handling per row, where two int8 planes cost two sign fixes and two dot products per row.
+ * Exact integers throughout: a pair of products is at most 2 * 128 * 32767 < 2^24, so the
+ * int32 lanes convert to float exactly. Same chunk structure as the int8 rows above. */
+static void rows_q8_0_i16_scalar(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1,
+                                 const int8_t *xq8, const float *xd, const int16_t *xbs, int64_t m,
+                                 int64_t cols, float *out, int64_t out_stride) {
+    (void)xbs;
+    const int16_t *xq = (const int16_t *)xq8;
+    int64_t nb = row_bytes / Q8_BB, nc = cols / QK;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = raw + r * row_bytes;
+        float acc[MAX_M], t[MAX_M];
+        for (int64_t i = 0; i < m; i++) acc[i] = 0.0f;
+        for (int64_t c = 0; c < nc; c++) {
+            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;
+            for (int64_t i = 0; i < m; i++) t[i] = 0.0f;
+            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {
+                const uint8_t *blk = row + j * Q8_BB;
+                const int8_t *w = (const int8_t *)(blk + 2);
+                float d = f16_to_f32(rd16(blk));
+                for (int64_t i = 0; i < m; i++) {
+                    const int16_t *x = xq + i * cols + j * 32;
+                    int32_t s = 0;
+                    for (int l = 0; l < 32; l++) s += (int32_t)w[l] * x[l];
+                    t[i] += (float)s * d;
+                }
+            }
+            for (int64_t i = 0; i < m; i++) acc[i] += t[i] * xd[i * nc + c];
+        }
+        for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = acc[i];
+    }
+}
+
 typedef void (*rows_fn)(const uint8_t *, int64_t, int64_t, int64_t, const int8_t *, const float *,
                         const int16_t *, int64_t, int64_t, float *, int64_t);
 
 static rows_fn ROWS[N_LEVELS][N_TYPES] = {
     {rows_q4_k_scalar, rows_q5_k_scalar, rows_q6_k_scalar, rows_q3_k_scalar, rows_q2_k_scalar,
-     rows_q8_0_scalar}};
+     rows_q8_0_scalar, rows_q8_0_i16_scalar}};
 
 #ifdef S2Q_X86
 
@@ -494,6 +533,51 @@ S2Q_TARGET(AVX2_T) static void rows_q8_0_avx2(const uint8_t *raw, int64_t row_by
     Q8_DISPATCH(rows_q8_0_avx2_m)
 }
 
+/* Q8_0 x int16 activations on AVX2: the block's 32 weights widened to int16 once (two
+ * registers), then per row two vpmaddwd and one add into 8 int32 (each a sum of 4 products). */
+S2Q_TARGET(AVX2_T) S2Q_INLINE void rows_q8_0_i16_avx2_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,
+                                                        int64_t r1, const int8_t *xq8, const float *xd,
+                                                        const int64_t m, int64_t cols, float *out,
+                                                        int64_t out_stride) {
+    const int16_t *xq = (const int16_t *)xq8;
+    int64_t nb = row_bytes / Q8_BB, nc = cols / QK;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = raw + r * row_bytes;
+        __m256 acc[MAX_M], t[MAX_M];
+        for (int64_t i = 0; i < m; i++) acc[i] = _mm256_setzero_ps();
+        for (int64_t c = 0; c < nc; c++) {
+            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;
+            for (int64_t i = 0; i < m; i++) t[i] = _mm256_setzero_ps();
+            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {
+                const uint8_t *blk = row + j * Q8_BB;
+                __m256 dv = _mm256_set1_ps(F16(blk));
+                __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));
+                __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));
+                for (int64_t i = 0; i < m; i++) {
+                    const int16_t *x = xq + i * cols + j * 32;
+                    __m256i p = _mm256_add_epi32(_mm256_madd_epi16(w0, V(x)), _mm256_madd_epi16(w1, V(x + 16)));
+                    t[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dv, t[i]);
+                }
+            }
+            for (int64_t i = 0; i < m; i++)
+                acc[i] = _mm256_fmadd_ps(t[i], _mm256_set1_ps(xd[i * nc + c]), acc[i]);
+        }
+        for (int64_t i = 0; i < m; i++) {
+            __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1));
+            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_add_ss(h, _mm_movehdup_ps(h));
+            out[i * out_stride + r] = _mm_cvtss_f32(h);
+        }
+    }
+}
+
+S2Q_TARGET(AVX2_T) static void rows_q8_0_i16_avx2(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1,
+                                                  const int8_t *xq, const float *xd, const int16_t *xbs,
+                                                  int64_t m, int64_t cols, float *out, int64_t out_stride) {
+    (void)xbs;
+    Q8_DISPATCH(rows_q8_0_i16_avx2_m)
+}
+
 /* AVX-512: 4 chunks of 64 weights; the int16 product lane j of chunk c belongs to scale
  * 4c + j/8, picked by one vpermw. VNNI fuses vpmaddwd + vpaddd into vpdpwssd. */
 #define AVX512_T "avx2,fma,f16c,avx512f,avx512bw,avx512vl"
@@ -644,6 +728,53 @@ DEFINE_AVX512_ROWS(rows_q2_k_vnni, x_q2_k, 84, AVX512VNNI_T, MADD_ADD_VNNI)
 DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_avx512, AVX512_T, Q8_DOT_BW)
 DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_vnni, AVX512VNNI_T, Q8_DOT_VNNI)
 
+/* Q8_0 x int16 activations on AVX-512: one block per register (32 int16), one vpmaddwd per
+ * block and row (VNNI's vpdpwssd would only fold in an add that is not needed here: the same
+ * code serves both levels). */
+S2Q_TARGET(AVX512_T) S2Q_INLINE void rows_q8_0_i16_avx512_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,
+                                                            int64_t r1, const int8_t *xq8, const float *xd,
+                                                            const int64_t m, int64_t cols, float *out,
+                                                            int64_t out_stride) {
+    const int16_t *xq = (const int16_t *)xq8;
+    int64_t nb = row_bytes / Q8_BB, nc = cols / QK;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = raw + r * row_bytes;
+        __m512 acc[MAX_M], t[MAX_M];
+        for (int64_t i = 0; i < m; i++) acc[i] = _mm512_setzero_ps();
+        for (int64_t c = 0; c < nc; c++) {
+            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;
+            for (int64_t i = 0; i < m; i++) t[i] = _mm512_setzero_ps();
+            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {
+                const uint8_t *blk = row + j * Q8_BB;
+                __m512 dv = _mm512_set1_ps(F16(blk));
+                __m512i w = _mm512_cvtepi8_epi16(V(blk + 2));
+                for (int64_t i = 0; i < m; i++) {
+                    __m512i xv = _mm512_loadu_si512((const void *)(xq + i * cols + j * 32));
+                    t[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(w, xv)), dv, t[i]);
+                }
+            }
+            for (int64_t i = 0; i < m; i++)
+                acc[i] = _mm512_fmadd_ps(t[i], _mm512_set1_ps(xd[i * nc + c]), acc[i]);
+        }
+        for (int64_t i = 0; i < m; i++) {
+            __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[i]),
+                                     _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1)));
+            __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_add_ss(h, _mm_movehdup_ps(h));
+            out[i * out_stride + r] = _mm_cvtss_f32(h);
+        }
+    }
+}
+
+S2Q_TARGET(AVX512_T) static void rows_q8_0_i16_avx512(const uint8_t *raw, int64_t row_bytes, int64_t r0,
+                                                      int64_t r1, const int8_t *xq, const float *xd,
+                                                      const int16_t *xbs, int64_t m, int64_t cols, float *out,
+                                                      int64_t out_stride) {
+    (void)xbs;
+    Q8_DISPATCH(rows_q8_0_i16_avx512_m)
+}
+
 static void cpuid(int leaf, int sub, unsigned r[4]) {
 #if defined(_MSC_VER) && !defined(__clang__)
     int t[4];
@@ -684,11 +815,12 @@ static int detect_level(void) {
 
 static void init_tables(void) {
     rows_fn a[N_TYPES] = {rows_q4_k_avx2, rows_q5_k_avx2, rows_q6_k_avx2, rows_q3_k_avx2, rows_q2_k_avx2,
-                          rows_q8_0_avx2};
+                          rows_q8_0_avx2, rows_q8_0_i16_avx2};
     rows_fn b[N_TYPES] = {rows_q4_k_avx512, rows_q5_k_avx512, rows_q6_k_avx512, rows_q3_k_avx512,
-                          rows_q2_k_avx512, rows_q8_0_avx512};
+                          rows_q2_k_avx512, rows_q8_0_avx512,
+                          rows_q8_0_i16_avx512};
     rows_fn c[N_TYPES] = {rows_q4_k_vnni, rows_q5_k_vnni, rows_q6_k_vnni, rows_q3_k_vnni, rows_q2_k_vnni,
-                          rows_q8_0_vnni};
+                          rows_q8_0_vnni, rows_q8_0_i16_avx512};
     memcpy(ROWS[L_AVX2], a, sizeof a);
     memcpy(ROWS[L_AVX512], b, sizeof b);
     memcpy(ROWS[L_AVX512VNNI], c, sizeof c);
@@ -750,6 +882,40 @@ void s2q_quantize_q8k(int64_t x, int64_t n_values, int64_t xq, int64_t xd, int64
         (int16_t *)(intptr_t)xbs, (float *)(intptr_t)resid);
 }
 
+/* x float32 -> xq int16, xd float32 per 256 values: q = round(x * 32767 / max|x|), dx = max|x| / 32767
+ * (the activations of the Q8_0_I16 rows). */
+S2Q_INLINE void quantize_i16_body(const float *x, int64_t n_blocks, int16_t *xq, float *xd) {
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const float *v = x + b * QK;
+        float amax = 0.0f;
+        for (int i = 0; i < QK; i++) {
+            float a = fabsf(v[i]);
+            amax = a > amax ? a : amax;
+        }
+        float id = amax > 0.0f ? 32767.0f / amax : 0.0f;
+        xd[b] = amax / 32767.0f;
+        for (int i = 0; i < QK; i++)  /* round half to even, as quantize_body */
+            xq[b * QK + i] = (int16_t)(int)((v[i] * id + 12582912.0f) - 12582912.0f);
+    }
+}
+
+static void quantize_i16_plain(const float *x, int64_t n_blocks, int16_t *xq, float *xd) {
+    quantize_i16_body(x, n_blocks, xq, xd);
+}
+
+#ifdef S2Q_X86
+S2Q_TARGET(AVX2_T) static void quantize_i16_avx2(const float *x, int64_t n_blocks, int16_t *xq, float *xd) {
+    quantize_i16_body(x, n_blocks, xq, xd);
+}
+#else
+#define quantize_i16_avx2 quantize_i16_plain
+#endif
+
+void s2q_quantize_i16(int64_t x, int64_t n_values, int64_t xq, int64_t xd) {
+    (level >= L_AVX2 ? quantize_i16_avx2 : quantize_i16_plain)(
+        (const float *)(intptr_t)x, n_values / QK, (int16_t *)(intptr_t)xq, (float *)(intptr_t)xd);
+}
+
 /* out[i, r] for r in [r0, r1), i < m (out_stride floats between activation rows). */
 void s2q_gemv_rows(int64_t type, int64_t raw, int64_t row_bytes, int64_t r0, int64_t r1, int64_t xq,
                    int64_t xd, int64_t xbs, int64_t m, int64_t cols, int64_t out, int64_t out_stride) {
@@ -790,8 +956,9 @@ static PyObject *py_set_level(PyObject *self, PyObject *args) {
 
 static PyObject *py_addresses(PyObject *self, PyObject *args) {
     (void)self; (void)args;
-    return Py_BuildValue("{s:K,s:K}", "s2q_gemv_rows", (unsigned long long)(uintptr_t)&s2q_gemv_rows,
-                         "s2q_quantize_q8k", (unsigned long long)(uintptr_t)&s2q_quantize_q8k);
+    return Py_BuildValue("{s:K,s:K,s:K}", "s2q_gemv_rows", (unsigned long long)(uintptr_t)&s2q_gemv_rows,
+                         "s2q_quantize_q8k", (unsigned long long)(uintptr_t)&s2q_quantize_q8k,
+                         "s2q_quantize_i16", (unsigned long long)(uintptr_t)&s2q_quantize_i16);
 }
 
 static PyMethodDef METHODS[] = {
@@ -816,6 +983,7 @@ PyMODINIT_FUNC PyInit__qdot(void) {
         PyModule_AddIntConstant(mod, "Q3_K", T_Q3_K);
         PyModule_AddIntConstant(mod, "Q2_K", T_Q2_K);
         PyModule_AddIntConstant(mod, "Q8_0", T_Q8_0);
+        PyModule_AddIntConstant(mod, "Q8_0_I16", T_Q8_0_I16);
     }
     return mod;
 }

@@ -53,6 +53,7 @@ if _qdot is not None and qkernels.numba is not None:
     _i64 = types.int64
     _c_rows = types.ExternalFunction("s2q_gemv_rows", types.void(*([_i64] * 12)))
     _c_quant = types.ExternalFunction("s2q_quantize_q8k", types.void(*([_i64] * 6)))
+    _c_quant16 = types.ExternalFunction("s2q_quantize_i16", types.void(*([_i64] * 4)))
 
     def _gemv_py(type_id, raw, x, out, planes):
         m, cols = x.shape
@@ -81,7 +82,22 @@ if _qdot is not None and qkernels.numba is not None:
                 for r in range(rows):
                     out[i, r] = o[i, r] + o[m + i, r]
 
+    def _gemv_i16_py(type_id, raw, x, out):
+        """Q8_0 against int16 activations (the precise mode for Q8_0: see _qdot.c)."""
+        m, cols = x.shape
+        rows = raw.shape[0]
+        xq = np.empty((m, cols), np.int16)
+        xd = np.empty((m, cols // 256), np.float32)
+        _c_quant16(x.ctypes.data, m * cols, xq.ctypes.data, xd.ctypes.data)
+        n_tasks = (rows + ROWS_PER_TASK - 1) // ROWS_PER_TASK
+        for t in prange(n_tasks):
+            r0 = t * ROWS_PER_TASK
+            r1 = min(rows, r0 + ROWS_PER_TASK)
+            _c_rows(type_id, raw.ctypes.data, raw.shape[1], r0, r1, xq.ctypes.data, xd.ctypes.data,
+                    0, m, cols, out.ctypes.data, rows)
+
     _gemv = qkernels._jit(_gemv_py)
+    _gemv_i16 = qkernels._jit(_gemv_i16_py)
 
 
 def available() -> bool:
@@ -103,7 +119,11 @@ def gemv(type_name: str, raw: np.ndarray, x: np.ndarray, out: np.ndarray, planes
         padded = np.zeros((x.shape[0], cols + ACT_BLOCK - cols % ACT_BLOCK), np.float32)
         padded[:, :cols] = x
         x = padded
-    _gemv(TYPE_IDS[type_name], raw, x, out, PLANES if planes is None else planes)
+    planes = PLANES if planes is None else planes
+    if type_name == "Q8_0" and planes == 2:
+        _gemv_i16(_qdot.Q8_0_I16, raw, x, out)
+    else:
+        _gemv(TYPE_IDS[type_name], raw, x, out, planes)
 
 
 def describe() -> str:

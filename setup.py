@@ -1,6 +1,6 @@
 """Build of the optional C kernels; everything else is in pyproject.toml.
 
-``_qdot`` (integer-dot-product K-quant GEMV rows) is ``optional=True``: where no C compiler
+``_qdot`` (integer-dot-product K-quant and Q8_0 GEMV rows) is ``optional=True``: where no C compiler
 exists the install still succeeds and the engine uses its numba kernels (one log line says so).
 """
 

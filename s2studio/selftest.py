@@ -102,7 +102,7 @@ def check_synthesis(work: Path) -> str:
 def check_quantized_kernels(work: Path) -> str:
     """The numba kernels compile (llvmlite's LLVM is in the bundle) and compute a Q8_0 GEMV equal
     to dequantize-then-matmul; where the C integer kernels are built (in the bundle: the
-    _qdot extension), a Q4_K GEMV through them too. The result names the K-quant path."""
+    _qdot extension), a Q4_K and a Q8_0 GEMV through them too. The result names the path."""
     import gguf
     import numpy as np
     import torch
@@ -116,23 +116,24 @@ def check_quantized_kernels(work: Path) -> str:
     raw = gguf.quants.quantize(rng.standard_normal((40, 256)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
     want_w = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q8_0).astype(np.float64)
     x = rng.standard_normal((2, 256)).astype(np.float32)
-    got = QuantMatrix("Q8_0", raw, (40, 256)).matmul_t(torch.from_numpy(x)).numpy()
+    got = QuantMatrix("Q8_0", raw, (40, 256), int_dot=False).matmul_t(torch.from_numpy(x)).numpy()
     want = x @ want_w.T
     err = float(np.abs(got - want).max() / np.abs(want).max())
     if err > 1e-5:
         raise AssertionError(f"Q8_0 GEMV is off by {err:.2e} (relative)")
     from s2studio.engine.kernels import intdot
 
-    if intdot.available():  # the C integer kernels were built: check them too, on a Q4_K matrix
+    if intdot.available():  # the C integer kernels were built: check them too
         from s2studio.devtools.quant_blocks import dequantized, random_blocks
 
-        blocks = random_blocks("Q4_K", 40, 256, seed=0)
-        want_k = dequantized("Q4_K", blocks, 256).astype(np.float64)
-        got_k = QuantMatrix("Q4_K", blocks, (40, 256)).matmul_t(torch.from_numpy(x)).numpy()
-        want = x @ want_k.T
-        err_k = float(np.abs(got_k - want).max() / np.abs(want).max())
-        if err_k > 1e-3:
-            raise AssertionError(f"Q4_K integer GEMV is off by {err_k:.2e} (relative)")
+        for type_name in ("Q4_K", "Q8_0"):
+            blocks = random_blocks(type_name, 40, 256, seed=0)
+            want_k = dequantized(type_name, blocks, 256).astype(np.float64)
+            got_k = QuantMatrix(type_name, blocks, (40, 256), int_dot=True).matmul_t(torch.from_numpy(x)).numpy()
+            want = x @ want_k.T
+            err_k = float(np.abs(got_k - want).max() / np.abs(want).max())
+            if err_k > 1e-3:
+                raise AssertionError(f"{type_name} integer GEMV is off by {err_k:.2e} (relative)")
     import numba
 
     layer = numba.threading_layer()
@@ -143,7 +144,7 @@ def check_quantized_kernels(work: Path) -> str:
         except ImportError as exc:
             note = f" (no OpenMP pool: {exc})"
     return (f"types {', '.join(sorted(supported_types()))}; numba {numba.__version__} "
-            f"({layer} threads{note}); GEMV rel. error {err:.1e}; K-quant GEMV: {intdot.describe()}")
+            f"({layer} threads{note}); GEMV rel. error {err:.1e}; K-quant and Q8_0 decode GEMV: {intdot.describe()}")
 
 
 # Calls of a void Qt method for the None-refcount check, and how far None's refcount may move

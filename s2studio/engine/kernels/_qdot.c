@@ -1,4 +1,4 @@
-/* Integer-dot-product GEMV rows for GGUF K-quant blocks (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K).
+/* Integer-dot-product GEMV rows for GGUF K-quant blocks (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K) and Q8_0.
  *
  * Why C: the numba kernels convert every weight to float32 and do one FMA per weight, which
  * makes the K-quant GEMVs compute-bound at ~4x the memory-bandwidth floor. Multiplying the
@@ -19,6 +19,14 @@
  *     dx * (d * sum_s S[s] * sum_{i in s} u[i] q[i]  +  cm * sum_s M[s] * bsum[s]).
  *   u*q pairs are summed by vpmaddubsw into int16 (at most 63*127*2, no saturation), then
  *   multiplied by S and summed into int32 by vpmaddwd (or VNNI vpdpwssd).
+ * - Q8_0 (float16 d + 32 int8 per block) needs no unpacking: int8 weights x int8 activations
+ *   (vpsignb/masked negation moves w's sign onto x, vpmaddubsw or VNNI vpdpbusd), or, for the
+ *   precise mode, x int16 activations (vpmaddwd on the widened weights); one float FMA per
+ *   block applies d, one per 256 values the activation scale. Its point is batching: each
+ *   weight block is loaded and prepared once for all m activation rows.
+ * - every row function keeps per-activation-row accumulators and an operation order that does
+ *   not depend on m: a row computed among others is bit-identical to it computed alone (the
+ *   server batches requests into one GEMV and a seeded request must not change).
  * - the CPU's best path is chosen once at run time (AVX-512 VNNI, AVX-512BW, AVX2, portable C);
  *   s2q_set_level() lets the tests run every path the CPU has.
  * - no threads here: the caller (a numba prange over row ranges, the engine's one pool) splits
@@ -969,7 +977,7 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_qdot",
-                                    "Integer-dot-product K-quant GEMV rows (see _qdot.c).", -1, METHODS};
+                                    "Integer-dot-product K-quant and Q8_0 GEMV rows (see _qdot.c).", -1, METHODS};
 
 PyMODINIT_FUNC PyInit__qdot(void) {
     init_tables();

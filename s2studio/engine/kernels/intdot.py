@@ -1,14 +1,27 @@
-"""The integer-dot-product GEMV for K-quant blocks: the C rows of ``_qdot`` (built by pip from
-``_qdot.c`` when a compiler exists), split over numba's thread pool.
+"""The integer-dot-product GEMV for K-quant and Q8_0 blocks: the C rows of ``_qdot`` (built by
+pip from ``_qdot.c`` when a compiler exists), split over numba's thread pool.
 
-Decode GEMVs (at most ``MAX_KERNEL_ROWS`` activation rows) of Q4_K/Q5_K/Q6_K/Q3_K/Q2_K weights
-come here when the extension is present: the activations are quantized to int8 per 256 values
-(one float scale each, as ggml's "Q8_K") and multiplied as bytes against the weights, about
-twice the speed of the float32 numba kernels, which stay as the fallback and for prefill.
+Decode GEMVs (at most ``MAX_KERNEL_ROWS`` activation rows) of Q4_K/Q5_K/Q6_K/Q3_K/Q2_K and Q8_0
+weights come here when the extension is present: the activations are quantized to integers
+per 256 values (one float scale each) and multiplied as integers against the weights, which
+the float32 numba kernels (the fallback, and the prefill's dequantizer) cannot do:
+- K-quants: int8 activations (ggml's "Q8_K"), by default in two planes, the values and what
+  they missed, fed to the kernel as extra activation rows;
+- Q8_0: int8 activations (one plane), or by default int16 ones (as precise as two int8
+  planes, and cheaper for Q8_0: its int8 weights are widened once per block for all rows).
+The point for Q8_0 is batching: the numba kernel converts the weights to float32 once per
+activation row, so 4 rows cost 2-2.5x one; here each weight block is loaded once and each row
+costs a few integer instructions (docs/performance.md). Q8_0 rows that are not a multiple of
+256 (32-value blocks; only tiny test models) get zero-padded activations.
 
-Accuracy: quantizing the activations rounds each to 1/254 of its block's largest magnitude;
-the result differs from the exact dequantize-then-matmul by about 0.3 % of the output's RMS for
-Gaussian activations (measured in tests/engine/test_intdot.py, bounded there at 1 %).
+Accuracy, against the exact dequantize-then-matmul, relative to |x||w|: one int8 plane ~4e-4
+typical (each activation rounded to 1/254 of its block's largest magnitude; ~0.7 % of the
+output's RMS for Gaussian activations), two planes or int16 ~1e-5 (tests/engine/test_intdot.py:
+bounds 3e-3 and 3e-5).
+
+Rows are independent: an activation row's output is bit-identical whatever the other rows are,
+and however many (each row has its own accumulators and the same operation order), which
+batching requests into one GEMV relies on.
 
 Threads: no pool of our own. A numba ``prange`` over row ranges calls the C function per range
 (linked as an external symbol, so numba's on-disk cache still works), so the work runs on the
@@ -37,8 +50,9 @@ TYPES = ("Q4_K", "Q5_K", "Q6_K", "Q3_K", "Q2_K", "Q8_0")
 TYPE_IDS = {} if _qdot is None else {name: getattr(_qdot, name) for name in TYPES if hasattr(_qdot, name)}
 ACT_BLOCK = 256  # activation values per int8 scale; Q8_0 rows of other lengths get zero-padded activations
 ROWS_PER_TASK = 32  # rows per C call: small enough to balance 2-16 threads on 1024+ rows
-# S2_INT_DOT: 2 (default) activations as two int8 planes, the values and what they missed;
-# 1: one plane (ggml's Q8_K; faster, ~1 % error); 0: the float32 numba kernels.
+# S2_INT_DOT: 2 (default) activations as two int8 planes, the values and what they missed (for
+# Q8_0: int16 activations, as precise); 1: one int8 plane (ggml's Q8_K; faster, ~1 % error);
+# 0: the float32 numba kernels.
 _MODE = os.environ.get("S2_INT_DOT", "2").strip()
 _DISABLED = _MODE == "0"
 PLANES = 1 if _MODE == "1" else 2
@@ -110,7 +124,7 @@ def handles(type_name: str) -> bool:
 
 def gemv(type_name: str, raw: np.ndarray, x: np.ndarray, out: np.ndarray, planes: int | None = None) -> None:
     """out (m, rows) = x (m, cols) float32, C-contiguous, m <= 16, times the blocks ``raw``ᵀ.
-    ``planes``: 1 = int8 activations; 2 = plus their int8-quantized residual."""
+    ``planes``: 1 = int8 activations; 2 = plus their int8-quantized residual (Q8_0: int16)."""
     cols = x.shape[1]
     if cols % ACT_BLOCK:
         # Only Q8_0 (32-value blocks) has such rows, in tiny test models; S2 Pro's are all
@@ -127,14 +141,15 @@ def gemv(type_name: str, raw: np.ndarray, x: np.ndarray, out: np.ndarray, planes
 
 
 def describe() -> str:
-    """One line for logs and the self-test: which K-quant GEMV path runs, and why."""
+    """One line for logs and the self-test: which K-quant/Q8_0 decode GEMV path runs, and why."""
     if _qdot is None:
         return f"numba float32 (the C integer kernels are not built: {_IMPORT_ERROR})"
     if qkernels.numba is None:
         return "none (numba is missing)"
     if _DISABLED:
         return "numba float32 (S2_INT_DOT=0)"
-    return f"C int8 dot products ({_qdot.level()}, {PLANES} activation plane{'s' if PLANES > 1 else ''})"
+    acts = "1 int8 activation plane" if PLANES == 1 else "2 int8 activation planes, Q8_0 int16"
+    return f"C integer dot products ({_qdot.level()}, {acts})"
 
 
 def level() -> str | None:

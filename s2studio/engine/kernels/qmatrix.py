@@ -2,9 +2,9 @@
 
 Resident memory stays at the file's size: the blocks are the memory-mapped bytes of the file
 itself (the OS shares them with its page cache), and nothing is dequantized at load.
-- decode steps (a few activation rows): the quantized GEMV kernel: for K-quants the C integer
-  kernel (``intdot``: activations as int8 planes) where it is built, else the numba kernel
-  with float32 activations;
+- decode steps (a few activation rows): the quantized GEMV kernel: for K-quants and Q8_0 the C
+  integer kernel (``intdot``: activations as int8 planes, int16 for Q8_0) where it is built,
+  else the numba kernel with float32 activations;
 - prefill (many rows): ``prefill_linear``: the matrix is dequantized to its exact float32 values
   a chunk of rows at a time and multiplied by torch's float32 GEMM (as the float16 path does);
 - embedding lookups: only the requested rows are dequantized.

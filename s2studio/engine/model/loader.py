@@ -56,8 +56,8 @@ def load_dual_ar(path: str | os.PathLike[str], *, device: str = "cpu", gpu_layer
         log.info("CPU weights kept quantized: %s", ", ".join(sorted(quantized_types)))
         from s2studio.engine.kernels import intdot
 
-        if any(t.endswith("_K") for t in quantized_types):  # the one line that says which path
-            log.info("K-quant decode GEMV: %s", intdot.describe())
+        if any(t in intdot.TYPES for t in quantized_types):  # the one line that says which path
+            log.info("K-quant and Q8_0 decode GEMV: %s", intdot.describe())
     weights = load_weights(f, cfg, dtype=plan.dtype, slow_layer_devices=list(plan.layer_devices),
                            head_device=plan.head_device, fast_device=plan.fast_device, progress=progress,
                            quantized_types=quantized_types)

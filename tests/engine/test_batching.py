@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from s2studio.engine.batching import MAX_BATCH, FrameBatcher
+from s2studio.engine.kernels import intdot
 from s2studio.engine.kernels.qmatrix import QuantMatrix
 from s2studio.engine.model.generate import GenerationParams, GenerationStats, generate_codes
 from s2studio.engine.model.loader import load_dual_ar
@@ -119,11 +120,12 @@ def test_batched_takes_equal_alone(case, prompt):
 
 @pytest.mark.parametrize("quant", ["q8_0", "q4_k"])
 def test_batched_equals_alone_on_quantized_kernels(make_tiny_model, quant):
-    """The GEMV kernels (Q8_0 in numba; Q4_K on the C integer kernels where they are built)
-    get all the batch's rows in one call (each weight read once)."""
+    """The GEMV kernels (Q8_0 and Q4_K on the C integer kernels where they are built, else
+    numba) get all the batch's rows in one call (each weight read once)."""
     q_path, _ = make_tiny_model("--seed", "5", *WIDE, quant=quant)
     model = load_dual_ar(q_path)[0]
-    assert isinstance(model.w.slow.layers[0].wqkv, QuantMatrix)
+    w = model.w.slow.layers[0].wqkv
+    assert isinstance(w, QuantMatrix) and w.int_dot == intdot.available()  # the C path, where built
     takes = takes_for(TTS_PROMPT)
     want = alone(model, takes)
     got, _, batcher = batched(model, takes, starts=[0, 2, 2, 5])
@@ -137,6 +139,7 @@ def test_quantized_gemv_rows_are_independent(make_tiny_model, quant):
     """linear_grouped's premise: a kernel row computed among B rows equals it computed alone."""
     q_path, _ = make_tiny_model("--seed", "5", *WIDE, quant=quant)
     w = load_dual_ar(q_path)[0].w.slow.layers[0].w1
+    assert w.int_dot == intdot.available()
     x = torch.randn(16, w.shape[1], generator=torch.Generator().manual_seed(0))
     for b in (2, 3, 8, 16):
         rows = torch.cat([linear(x[i:i + 1], w) for i in range(b)])

@@ -280,6 +280,12 @@ static void rows_q8_0_scalar(const uint8_t *raw, int64_t row_bytes, int64_t r0, 
  * handling per row, where two int8 planes cost two sign fixes and two dot products per row.
  * Exact integers throughout: a pair of products is at most 2 * 128 * 32767 < 2^24, so the
  * int32 lanes convert to float exactly. Same chunk structure as the int8 rows above. */
+/* I16_LAYOUT: the int16 activations of weight blocks 2g and 2g+1 (64 values) are stored as
+ * [2g: 0-15, 2g+1: 0-15, 2g: 16-31, 2g+1: 16-31], so that one 512-bit vpmaddwd yields 8 int32
+ * lanes for each of the two blocks and a pair costs one int->float conversion and one FMA.
+ * Value l of block j is at I16_AT(j, l). */
+#define I16_AT(j, l) (((j) >> 1) * 64 + ((l) >> 4) * 32 + ((j) & 1) * 16 + ((l) & 15))
+
 static void rows_q8_0_i16_scalar(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1,
                                  const int8_t *xq8, const float *xd, const int16_t *xbs, int64_t m,
                                  int64_t cols, float *out, int64_t out_stride) {
@@ -298,9 +304,9 @@ static void rows_q8_0_i16_scalar(const uint8_t *raw, int64_t row_bytes, int64_t 
                 const int8_t *w = (const int8_t *)(blk + 2);
                 float d = f16_to_f32(rd16(blk));
                 for (int64_t i = 0; i < m; i++) {
-                    const int16_t *x = xq + i * cols + j * 32;
+                    const int16_t *x = xq + i * cols;
                     int32_t s = 0;
-                    for (int l = 0; l < 32; l++) s += (int32_t)w[l] * x[l];
+                    for (int l = 0; l < 32; l++) s += (int32_t)w[l] * x[I16_AT(j, l)];
                     t[i] += (float)s * d;
                 }
             }
@@ -571,8 +577,8 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void rows_q8_0_i16_avx2_m(const uint8_t *raw, int6
                 __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));
                 __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));
                 for (int64_t i = 0; i < m; i++) {
-                    const int16_t *x = xq + i * cols + j * 32;
-                    __m256i p = _mm256_add_epi32(_mm256_madd_epi16(w0, V(x)), _mm256_madd_epi16(w1, V(x + 16)));
+                    const int16_t *x = xq + i * cols + I16_AT(j, 0);  /* values 16-31: 32 further */
+                    __m256i p = _mm256_add_epi32(_mm256_madd_epi16(w0, V(x)), _mm256_madd_epi16(w1, V(x + 32)));
                     t[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dv, t[i]);
                 }
             }
@@ -746,53 +752,71 @@ DEFINE_AVX512_ROWS(rows_q2_k_vnni, x_q2_k, 84, AVX512VNNI_T, MADD_ADD_VNNI)
 DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_avx512, AVX512_T, Q8_DOT_BW)
 DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_vnni, AVX512VNNI_T, Q8_DOT_VNNI)
 
-/* Q8_0 x int16 activations on AVX-512: one block per register (32 int16), one vpmaddwd per
- * block and row (VNNI's vpdpwssd would only fold in an add that is not needed here: the same
- * code serves both levels). */
-S2Q_TARGET(AVX512_T) S2Q_INLINE void rows_q8_0_i16_avx512_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,
-                                                            int64_t r1, const int8_t *xq8, const float *xd,
-                                                            const int64_t m, int64_t cols, float *out,
-                                                            int64_t out_stride) {
-    const int16_t *xq = (const int16_t *)xq8;
-    int64_t nb = row_bytes / Q8_BB, nc = cols / QK;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = raw + r * row_bytes;
-        __m512 acc[MAX_M], t[MAX_M];
-        for (int64_t i = 0; i < m; i++) acc[i] = _mm512_setzero_ps();
-        for (int64_t c = 0; c < nc; c++) {
-            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;
-            for (int64_t i = 0; i < m; i++) t[i] = _mm512_setzero_ps();
-            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {
-                const uint8_t *blk = row + j * Q8_BB;
-                _mm_prefetch((const char *)(blk + Q8_PF_BYTES), _MM_HINT_T0);
-                __m512 dv = _mm512_set1_ps(F16(blk));
-                __m512i w = _mm512_cvtepi8_epi16(V(blk + 2));
-                for (int64_t i = 0; i < m; i++) {
-                    __m512i xv = _mm512_loadu_si512((const void *)(xq + i * cols + j * 32));
-                    t[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(w, xv)), dv, t[i]);
-                }
-            }
-            for (int64_t i = 0; i < m; i++)
-                acc[i] = _mm512_fmadd_ps(t[i], _mm512_set1_ps(xd[i * nc + c]), acc[i]);
-        }
-        for (int64_t i = 0; i < m; i++) {
-            __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[i]),
-                                     _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1)));
-            __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-            h = _mm_add_ss(h, _mm_movehdup_ps(h));
-            out[i * out_stride + r] = _mm_cvtss_f32(h);
-        }
-    }
-}
+/* Q8_0 x int16 activations on AVX-512: a pair of blocks per step (I16_LAYOUT): the first and
+ * the second halves of both blocks' weights widened to int16 once (wa, wb), then per row two
+ * vpmaddwd (VNNI: vpmaddwd + vpdpwssd) give 8 int32 per block (lanes 0-7: block j, 8-15: j+1),
+ * each a sum of 4 products, at most 4 * 128 * 32767 < 2^24: exact in float. A lone last block
+ * (odd count, padded activations) pairs with zero weights. */
+#define I16_DOT_BW(wa, xa, wb, xb) _mm512_add_epi32(_mm512_madd_epi16(wa, xa), _mm512_madd_epi16(wb, xb))
+#define I16_DOT_VNNI(wa, xa, wb, xb) _mm512_dpwssd_epi32(_mm512_madd_epi16(wa, xa), wb, xb)
+#define H128(p) _mm_loadu_si128((const __m128i *)(p))
 
-S2Q_TARGET(AVX512_T) static void rows_q8_0_i16_avx512(const uint8_t *raw, int64_t row_bytes, int64_t r0,
-                                                      int64_t r1, const int8_t *xq, const float *xd,
-                                                      const int16_t *xbs, int64_t m, int64_t cols, float *out,
-                                                      int64_t out_stride) {
-    (void)xbs;
-    Q8_DISPATCH(rows_q8_0_i16_avx512_m)
-}
+#define DEFINE_Q8_0_I16_AVX512_ROWS(NAME, TARGET, DOT)                                           \
+    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_m(const uint8_t *raw, int64_t row_bytes, int64_t r0, \
+                                                int64_t r1, const int8_t *xq8, const float *xd,  \
+                                                const int64_t m, int64_t cols, float *out,       \
+                                                int64_t out_stride) {                            \
+        const int16_t *xq = (const int16_t *)xq8;                                                \
+        int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                          \
+        for (int64_t r = r0; r < r1; r++) {                                                      \
+            const uint8_t *row = raw + r * row_bytes;                                            \
+            __m512 acc[MAX_M], t[MAX_M];                                                         \
+            for (int64_t i = 0; i < m; i++) acc[i] = _mm512_setzero_ps();                        \
+            for (int64_t c = 0; c < nc; c++) {                                                   \
+                int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;          \
+                for (int64_t i = 0; i < m; i++) t[i] = _mm512_setzero_ps();                      \
+                for (int64_t j = c * Q8_PER_CHUNK; j < j1; j += 2) {                             \
+                    const uint8_t *blk = row + j * Q8_BB;                                        \
+                    _mm_prefetch((const char *)(blk + Q8_PF_BYTES), _MM_HINT_T0);                \
+                    int two = j + 1 < j1;                                                        \
+                    __m128i z = _mm_setzero_si128();                                             \
+                    __m512i wa = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(                   \
+                        _mm256_castsi128_si256(H128(blk + 2)), two ? H128(blk + Q8_BB + 2) : z, 1)); \
+                    __m512i wb = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(                   \
+                        _mm256_castsi128_si256(H128(blk + 18)), two ? H128(blk + Q8_BB + 18) : z, 1)); \
+                    __m256 d0 = _mm256_set1_ps(F16(blk));                                        \
+                    __m256 d1 = two ? _mm256_set1_ps(F16(blk + Q8_BB)) : _mm256_setzero_ps();   \
+                    __m512 dv = _mm512_castpd_ps(_mm512_insertf64x4(                             \
+                        _mm512_castpd256_pd512(_mm256_castps_pd(d0)), _mm256_castps_pd(d1), 1)); \
+                    for (int64_t i = 0; i < m; i++) {                                            \
+                        const int16_t *x = xq + i * cols + I16_AT(j, 0);                         \
+                        __m512i p = DOT(wa, _mm512_loadu_si512((const void *)x), wb,             \
+                                        _mm512_loadu_si512((const void *)(x + 32)));             \
+                        t[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), dv, t[i]);                 \
+                    }                                                                            \
+                }                                                                                \
+                for (int64_t i = 0; i < m; i++)                                                  \
+                    acc[i] = _mm512_fmadd_ps(t[i], _mm512_set1_ps(xd[i * nc + c]), acc[i]);      \
+            }                                                                                    \
+            for (int64_t i = 0; i < m; i++) {                                                    \
+                __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[i]), _mm256_castpd_ps(       \
+                                             _mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1))); \
+                __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));   \
+                h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                          \
+                h = _mm_add_ss(h, _mm_movehdup_ps(h));                                           \
+                out[i * out_stride + r] = _mm_cvtss_f32(h);                                      \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
+                                        const int8_t *xq, const float *xd, const int16_t *xbs,  \
+                                        int64_t m, int64_t cols, float *out, int64_t out_stride) { \
+        (void)xbs;                                                                               \
+        Q8_DISPATCH(NAME##_m)                                                                    \
+    }
+
+DEFINE_Q8_0_I16_AVX512_ROWS(rows_q8_0_i16_avx512, AVX512_T, I16_DOT_BW)
+DEFINE_Q8_0_I16_AVX512_ROWS(rows_q8_0_i16_vnni, AVX512VNNI_T, I16_DOT_VNNI)
 
 static void cpuid(int leaf, int sub, unsigned r[4]) {
 #if defined(_MSC_VER) && !defined(__clang__)
@@ -839,7 +863,7 @@ static void init_tables(void) {
                           rows_q2_k_avx512, rows_q8_0_avx512,
                           rows_q8_0_i16_avx512};
     rows_fn c[N_TYPES] = {rows_q4_k_vnni, rows_q5_k_vnni, rows_q6_k_vnni, rows_q3_k_vnni, rows_q2_k_vnni,
-                          rows_q8_0_vnni, rows_q8_0_i16_avx512};
+                          rows_q8_0_vnni, rows_q8_0_i16_vnni};
     memcpy(ROWS[L_AVX2], a, sizeof a);
     memcpy(ROWS[L_AVX512], b, sizeof b);
     memcpy(ROWS[L_AVX512VNNI], c, sizeof c);
@@ -902,7 +926,7 @@ void s2q_quantize_q8k(int64_t x, int64_t n_values, int64_t xq, int64_t xd, int64
 }
 
 /* x float32 -> xq int16, xd float32 per 256 values: q = round(x * 32767 / max|x|), dx = max|x| / 32767
- * (the activations of the Q8_0_I16 rows). */
+ * (the activations of the Q8_0_I16 rows), in I16_LAYOUT order. */
 S2Q_INLINE void quantize_i16_body(const float *x, int64_t n_blocks, int16_t *xq, float *xd) {
     for (int64_t b = 0; b < n_blocks; b++) {
         const float *v = x + b * QK;
@@ -913,8 +937,14 @@ S2Q_INLINE void quantize_i16_body(const float *x, int64_t n_blocks, int16_t *xq,
         }
         float id = amax > 0.0f ? 32767.0f / amax : 0.0f;
         xd[b] = amax / 32767.0f;
+        int16_t q[QK];
         for (int i = 0; i < QK; i++)  /* round half to even, as quantize_body */
-            xq[b * QK + i] = (int16_t)(int)((v[i] * id + 12582912.0f) - 12582912.0f);
+            q[i] = (int16_t)(int)((v[i] * id + 12582912.0f) - 12582912.0f);
+        /* I16_LAYOUT: per 64 values (blocks 2g, 2g+1): first halves of both, then second halves */
+        for (int g = 0; g < QK / 64; g++)
+            for (int h = 0; h < 2; h++)
+                for (int k = 0; k < 2; k++)
+                    memcpy(xq + b * QK + g * 64 + h * 32 + k * 16, q + g * 64 + k * 32 + h * 16, 32);
     }
 }
 

@@ -5,11 +5,14 @@
     python benchmarks/gemv_types.py --cpu-seconds [--m 1,4]   # work per byte, see below
 
 For each type: ``--matrices`` random-block matrices (together larger than the caches) are
-multiplied by one activation row in turn, so every call streams its blocks from memory; the
-best of ``--rounds`` rounds is kept, every round timing every type, path and the bandwidth. The float32 numba kernel and the C integer kernel (when
-built; activations in one int8 plane, or two: int8 plus the int8 residual) are timed in alternation, so a busy moment slows both. ``x floor`` = ms / (bytes of one
-matrix / streaming-read bandwidth measured in the same run). The machine may be shared: run it
-twice and read ranges, and note the load average printed at the top.
+multiplied by ``--m`` activation rows in turn, so every call streams its blocks from memory;
+the best of ``--rounds`` rounds is kept, every round timing every type, path and the
+bandwidth. The float32 numba kernel and the C integer kernel (when built; activations in one
+int8 plane, or two: int8 plus the int8 residual; for Q8_0 the second column is int16
+activations, its precise mode) are timed in alternation, so a busy moment slows both.
+``x floor`` = ms / (bytes of one matrix / streaming-read bandwidth measured in the same run).
+The machine may be shared: run it twice and read ranges, and note the load average printed
+at the top.
 
 ``--m 1,2,4,8``: activation rows per call (the server batches requests into one GEMV); one
 table per m. ``--cpu-seconds``: one thread, one matrix small enough for the caches, timed in
@@ -95,7 +98,7 @@ def random_matrices(name: str, rows: int, cols: int, count: int, rng) -> list[np
 
 def path_calls(name: str, mats, rows: int, cols: int, m: int) -> dict:
     """path -> list of calls, one per matrix: the float32 numba kernel, the C integer kernel
-    with one and with two activation planes (where it handles the type)."""
+    with one and with two activation planes (Q8_0: int16 activations), where it handles the type."""
     x = torch.randn(m, cols)
     xn = x.numpy()
     out = np.empty((m, rows), np.float32)
@@ -111,7 +114,7 @@ def per_cpu_second(args, m: int) -> None:
     rng = np.random.default_rng(0)
     print(f"\nm = {m}: one thread, {args.rows}x{args.cols} in the caches, GB of blocks per CPU-second "
           f"(best of {args.rounds} rounds)")
-    print("| type | float32 (numba) | int8, 1 plane | int8, 2 planes |")
+    print("| type | float32 (numba) | int8, 1 plane | int8, 2 planes (Q8_0: int16) |")
     print("|---|---|---|---|")
     for name in args.types.split(","):
         raw = random_matrices(name, args.rows, args.cols, 1, rng)[0]
@@ -154,7 +157,8 @@ def against_the_floor(args, m: int) -> None:
     bw = max(bws)
     print(f"\nm = {m} activation rows; bandwidth {bw:.1f} GB/s (best of {args.rounds}, {args.threads} threads); "
           f"load after: {loadavg()}")
-    print("| type | MB per matrix | floor ms | float32 activations ms (× floor) | int8, 1 plane | int8, 2 planes |")
+    print("| type | MB per matrix | floor ms | float32 activations ms (× floor) | int8, 1 plane "
+          "| int8, 2 planes (Q8_0: int16) |")
     print("|---|---|---|---|---|---|")
     for name, mb in sizes.items():
         floor = mb / bw

@@ -190,3 +190,21 @@ def test_engine_falls_back_to_numba_without_the_extension():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("numba float32 (the C integer kernels are not built")
+
+
+@pytest.mark.parametrize("planes", [1, 2])
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("rows", [1, 31, 32, 33, 1000])
+def test_dynamic_schedule_gives_the_static_split_s_numbers(qtype, rows, planes, monkeypatch):
+    """Threads claiming rows from a shared counter (the default) write every row, each with the
+    same arithmetic as the static split, whichever thread computed it."""
+    raw = random_blocks(qtype, rows, 512, seed=rows)
+    x = np.random.default_rng(rows).standard_normal((3, 512)).astype(np.float32)
+    out = {}
+    for dynamic in (False, True):
+        monkeypatch.setattr(intdot, "DYNAMIC", dynamic)
+        got = np.full((3, rows), np.nan, np.float32)
+        intdot.gemv(qtype, raw, x, got, planes)
+        out[dynamic] = got
+    assert not np.isnan(out[True]).any()
+    np.testing.assert_array_equal(out[True], out[False])

@@ -29,8 +29,9 @@
  *   server batches requests into one GEMV and a seeded request must not change).
  * - the CPU's best path is chosen once at run time (AVX-512 VNNI, AVX-512BW, AVX2, portable C);
  *   s2q_set_level() lets the tests run every path the CPU has.
- * - no threads here: the caller (a numba prange over row ranges, the engine's one pool) splits
- *   the rows, and these functions hold no locks and touch no Python objects.
+ * - no threads here: the caller's threads (a numba prange, the engine's one pool) each call
+ *   s2q_gemv_tasks, which hands out rows in small tasks from an atomic counter (dynamic
+ *   scheduling: see there); nothing holds a lock or touches a Python object.
  *
  * Entry points take every argument as int64 (pointers too): numba calls them as external
  * symbols with a fixed signature on every platform.
@@ -974,6 +975,30 @@ void s2q_gemv_rows(int64_t type, int64_t raw, int64_t row_bytes, int64_t r0, int
                       (float *)(intptr_t)out, out_stride);
 }
 
+/* Dynamic scheduling: every thread of the caller's parallel region calls this once, and each
+ * claims tasks of ``task_rows`` rows from the shared counter ``*next`` until none is left.
+ * With a static split (half the rows per thread of two) every GEMV waits for its slowest
+ * thread, and on a desktop where another program shares a core that thread is often the one
+ * the OS has descheduled. Claiming small tasks lets the thread that has a core do the rest.
+ * Results do not depend on which thread computes a row: each row's arithmetic is the same. */
+#if defined(_MSC_VER) && !defined(__clang__)
+#define S2Q_CLAIM(p) _InterlockedExchangeAdd64((volatile __int64 *)(p), 1)
+#else
+#define S2Q_CLAIM(p) __atomic_fetch_add((int64_t *)(p), 1, __ATOMIC_RELAXED)
+#endif
+
+void s2q_gemv_tasks(int64_t type, int64_t raw, int64_t row_bytes, int64_t rows, int64_t task_rows,
+                    int64_t xq, int64_t xd, int64_t xbs, int64_t m, int64_t cols, int64_t out,
+                    int64_t out_stride, int64_t next) {
+    if (task_rows < 1) return;
+    for (;;) {
+        int64_t r0 = S2Q_CLAIM((intptr_t)next) * task_rows;
+        if (r0 >= rows) return;
+        int64_t r1 = r0 + task_rows < rows ? r0 + task_rows : rows;
+        s2q_gemv_rows(type, raw, row_bytes, r0, r1, xq, xd, xbs, m, cols, out, out_stride);
+    }
+}
+
 /* ---- Python module: introspection and addresses only; the work is called from numba ---- */
 
 static PyObject *py_level(PyObject *self, PyObject *args) {
@@ -1005,7 +1030,8 @@ static PyObject *py_set_level(PyObject *self, PyObject *args) {
 
 static PyObject *py_addresses(PyObject *self, PyObject *args) {
     (void)self; (void)args;
-    return Py_BuildValue("{s:K,s:K,s:K}", "s2q_gemv_rows", (unsigned long long)(uintptr_t)&s2q_gemv_rows,
+    return Py_BuildValue("{s:K,s:K,s:K,s:K}", "s2q_gemv_rows", (unsigned long long)(uintptr_t)&s2q_gemv_rows,
+                         "s2q_gemv_tasks", (unsigned long long)(uintptr_t)&s2q_gemv_tasks,
                          "s2q_quantize_q8k", (unsigned long long)(uintptr_t)&s2q_quantize_q8k,
                          "s2q_quantize_i16", (unsigned long long)(uintptr_t)&s2q_quantize_i16);
 }

@@ -23,9 +23,10 @@ Rows are independent: an activation row's output is bit-identical whatever the o
 and however many (each row has its own accumulators and the same operation order), which
 batching requests into one GEMV relies on.
 
-Threads: no pool of our own. A numba ``prange`` over row ranges calls the C function per range
-(linked as an external symbol, so numba's on-disk cache still works), so the work runs on the
-same OpenMP/workqueue pool, with the same thread count, as the other kernels.
+Threads: no pool of our own. Each thread of a numba ``prange`` calls the C function once and
+claims rows from a shared counter (linked as an external symbol, so numba's on-disk cache
+still works), so the work runs on the same OpenMP/workqueue pool, with the same thread count,
+as the other kernels, but a thread that the OS deschedules does not hold the others up.
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ ROWS_PER_TASK = 32  # rows per C call: small enough to balance 2-16 threads on 1
 _MODE = os.environ.get("S2_INT_DOT", "2").strip()
 _DISABLED = _MODE == "0"
 PLANES = 1 if _MODE == "1" else 2
+# S2_GEMV_SCHEDULE: "dynamic" (default): threads claim rows in small tasks, so a thread that
+# shares its core with another program does not hold up the GEMV; "static": equal shares per
+# thread, as before (kept to measure the difference: docs/performance.md, "A busy machine").
+DYNAMIC = os.environ.get("S2_GEMV_SCHEDULE", "dynamic").strip().lower() != "static"
 
 _gemv = None
 if _qdot is not None and qkernels.numba is not None:
@@ -66,10 +71,28 @@ if _qdot is not None and qkernels.numba is not None:
         _llvm.add_symbol(_name, _addr)
     _i64 = types.int64
     _c_rows = types.ExternalFunction("s2q_gemv_rows", types.void(*([_i64] * 12)))
+    _c_tasks = types.ExternalFunction("s2q_gemv_tasks", types.void(*([_i64] * 13)))
     _c_quant = types.ExternalFunction("s2q_quantize_q8k", types.void(*([_i64] * 6)))
     _c_quant16 = types.ExternalFunction("s2q_quantize_i16", types.void(*([_i64] * 4)))
 
-    def _gemv_py(type_id, raw, x, out, planes):
+    def _all_rows_py(type_id, raw, xq, xd, xbs, m, cols, out, rows, workers):
+        """The C kernel over every row of ``raw`` (pointers as int64): ``workers`` > 0: that many
+        threads each claim ROWS_PER_TASK rows at a time (dynamic); 0: a static split."""
+        if workers > 0:
+            nxt = np.zeros(1, np.int64)
+            for _w in prange(workers):
+                _c_tasks(type_id, raw.ctypes.data, raw.shape[1], rows, ROWS_PER_TASK, xq, xd, xbs, m, cols, out,
+                         rows, nxt.ctypes.data)
+        else:
+            n_tasks = (rows + ROWS_PER_TASK - 1) // ROWS_PER_TASK
+            for t in prange(n_tasks):
+                r0 = t * ROWS_PER_TASK
+                r1 = min(rows, r0 + ROWS_PER_TASK)
+                _c_rows(type_id, raw.ctypes.data, raw.shape[1], r0, r1, xq, xd, xbs, m, cols, out, rows)
+
+    _all_rows = qkernels._jit(_all_rows_py)
+
+    def _gemv_py(type_id, raw, x, out, planes, workers):
         m, cols = x.shape
         rows = raw.shape[0]
         nb = cols // 256
@@ -85,30 +108,21 @@ if _qdot is not None and qkernels.numba is not None:
         else:
             _c_quant(x.ctypes.data, m * cols, xq.ctypes.data, xd.ctypes.data, xbs.ctypes.data, 0)
             o = out
-        n_tasks = (rows + ROWS_PER_TASK - 1) // ROWS_PER_TASK
-        for t in prange(n_tasks):
-            r0 = t * ROWS_PER_TASK
-            r1 = min(rows, r0 + ROWS_PER_TASK)
-            _c_rows(type_id, raw.ctypes.data, raw.shape[1], r0, r1, xq.ctypes.data, xd.ctypes.data,
-                    xbs.ctypes.data, mm, cols, o.ctypes.data, rows)
+        _all_rows(type_id, raw, xq.ctypes.data, xd.ctypes.data, xbs.ctypes.data, mm, cols, o.ctypes.data, rows,
+                  workers)
         if planes == 2:
             for i in range(m):
                 for r in range(rows):
                     out[i, r] = o[i, r] + o[m + i, r]
 
-    def _gemv_i16_py(type_id, raw, x, out):
+    def _gemv_i16_py(type_id, raw, x, out, workers):
         """Q8_0 against int16 activations (the precise mode for Q8_0: see _qdot.c)."""
         m, cols = x.shape
         rows = raw.shape[0]
         xq = np.empty((m, cols), np.int16)
         xd = np.empty((m, cols // 256), np.float32)
         _c_quant16(x.ctypes.data, m * cols, xq.ctypes.data, xd.ctypes.data)
-        n_tasks = (rows + ROWS_PER_TASK - 1) // ROWS_PER_TASK
-        for t in prange(n_tasks):
-            r0 = t * ROWS_PER_TASK
-            r1 = min(rows, r0 + ROWS_PER_TASK)
-            _c_rows(type_id, raw.ctypes.data, raw.shape[1], r0, r1, xq.ctypes.data, xd.ctypes.data,
-                    0, m, cols, out.ctypes.data, rows)
+        _all_rows(type_id, raw, xq.ctypes.data, xd.ctypes.data, 0, m, cols, out.ctypes.data, rows, workers)
 
     _gemv = qkernels._jit(_gemv_py)
     _gemv_i16 = qkernels._jit(_gemv_i16_py)
@@ -134,10 +148,11 @@ def gemv(type_name: str, raw: np.ndarray, x: np.ndarray, out: np.ndarray, planes
         padded[:, :cols] = x
         x = padded
     planes = PLANES if planes is None else planes
+    workers = qkernels.numba.get_num_threads() if DYNAMIC else 0  # 0: the static split
     if type_name == "Q8_0" and planes == 2:
-        _gemv_i16(_qdot.Q8_0_I16, raw, x, out)
+        _gemv_i16(_qdot.Q8_0_I16, raw, x, out, workers)
     else:
-        _gemv(TYPE_IDS[type_name], raw, x, out, planes)
+        _gemv(TYPE_IDS[type_name], raw, x, out, planes, workers)
 
 
 def describe() -> str:

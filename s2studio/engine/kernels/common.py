@@ -47,10 +47,10 @@ def available() -> bool:
     return numba is not None
 
 
-def _jit(fn):
+def _jit(fn, parallel: bool = True):
     if numba is None:
         return None
-    return njit(parallel=True, fastmath=True, boundscheck=False, cache=_CACHE, nogil=True)(fn)
+    return njit(parallel=parallel, fastmath=True, boundscheck=False, cache=_CACHE, nogil=True)(fn)
 
 
 class Kernels:

@@ -124,8 +124,10 @@ if _qdot is not None and qkernels.numba is not None:
         _c_quant16(x.ctypes.data, m * cols, xq.ctypes.data, xd.ctypes.data)
         _all_rows(type_id, raw, xq.ctypes.data, xd.ctypes.data, 0, m, cols, out.ctypes.data, rows, workers)
 
-    _gemv = qkernels._jit(_gemv_py)
-    _gemv_i16 = qkernels._jit(_gemv_i16_py)
+    # Serial wrappers (quantize, then the one parallel region in _all_rows): parallel=True here
+    # would find nothing to parallelise and say so at every compile.
+    _gemv = qkernels._jit(_gemv_py, parallel=False)
+    _gemv_i16 = qkernels._jit(_gemv_i16_py, parallel=False)
 
 
 def available() -> bool:

@@ -347,3 +347,20 @@ def test_pipeline_setting_reaches_the_frame_loop():
     p.configure(dataclasses.replace(settings, cuda_graphs="sometimes"))
     with pytest.raises(InputError, match="cuda_graphs"):
         p.load()
+
+
+# ---- on a real CUDA GPU (skipped elsewhere; run by benchmarks/gpu_check.sh on a lent GPU) -----
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("case", CASES)
+def test_cuda_graphs_capture_and_give_the_eager_codes(case):
+    """The steps are really captured (no fallback to eager) and replaying the graphs gives the
+    codes of the same static steps run eagerly, on the GPU."""
+    m = load_dual_ar(GOLDEN / case / "model.gguf", device="cuda")[0]
+    prompt = dump(case, "prompt_tokens")
+    gp = GenerationParams(max_new_tokens=24, min_tokens_before_end=24, temperature=0.8, seed=4)
+    eager = generate_codes(m, prompt, gp, im_end_id=IM_END, cuda_graphs="eager")
+    m.drop_caches()
+    graphed = generate_codes(m, prompt, gp, im_end_id=IM_END, cuda_graphs="on")
+    assert m.static_decoder is not None and not m.static_decoder.failed and m.static_decoder.mode == "graph"
+    np.testing.assert_array_equal(graphed, eager)

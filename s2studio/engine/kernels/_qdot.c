@@ -330,10 +330,13 @@ static rows_fn ROWS[N_LEVELS][N_TYPES] = {
 /* float16 -> float32 by the F16C instruction (every AVX2 CPU has it; checked at dispatch) */
 #define F16(p) _cvtsh_ss(rd16(p))
 
-/* Unpacking into registers (u: 8 x 32 weights in element order). Writing the bytes to memory
- * and loading them back as vectors stalls on store forwarding; so on x86 each type has an
- * unpacking in AVX2 intrinsics, and only the 16 scales and mins go through memory. Shifts are
- * 16-bit (x86 has no byte shifts); the masks drop the bits that cross into the next byte. */
+/* Unpacking into registers (AVX2: u = 8 x 32 weights in element order; AVX-512: 4 x 64, built
+ * at 512 bits directly, below). Writing the bytes to memory and loading them back as vectors
+ * stalls on store forwarding; so on x86 each type has an unpacking in intrinsics. Shifts are
+ * 16-bit (x86 has no byte shifts); the masks drop the bits that cross into the next byte.
+ * Measured on a Sapphire Rapids core (1 thread, in cache, 2 activation rows): building the
+ * AVX-512 operands from 256-bit halves (vinserti64x4, a vpermw per chunk for the scales) cost
+ * a quarter (2 rows) to a third (1 row) of the Q4_K row's time. */
 #define V(p) _mm256_loadu_si256((const __m256i *)(p))
 #define SRL(v, n) _mm256_srl_epi16(v, _mm_cvtsi32_si128(n))
 
@@ -341,35 +344,10 @@ S2Q_INLINE uint32_t rd32(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
-/* Scales and mins straight into registers (16 int16 each, one per 16 weights). */
-S2Q_TARGET(AVX2_T) S2Q_INLINE void x_k4_scales(const uint8_t *sc, __m256i *S, __m256i *M) {
-    uint32_t u0 = rd32(sc), u1 = rd32(sc + 4), u2 = rd32(sc + 8);
-    const uint32_t m6 = 0x3F3F3F3Fu, m4 = 0x0F0F0F0Fu, m2 = 0x30303030u;
-    uint32_t s0 = u0 & m6, s1 = (u2 & m4) | ((u0 >> 2) & m2);         /* sc0..3, sc4..7 */
-    uint32_t n0 = u1 & m6, n1 = ((u2 >> 4) & m4) | ((u1 >> 2) & m2);  /* m0..3, m4..7 */
-    __m128i sv = _mm_set_epi32(0, 0, (int)s1, (int)s0), mv = _mm_set_epi32(0, 0, (int)n1, (int)n0);
-    *S = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(sv, sv)); /* each scale for 2 x 16 weights */
-    *M = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
-}
-
 #define X_ARGS const uint8_t *b, float *d, float *cm, __m256i *S, __m256i *M, __m256i u[8]
 
-S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q4_k(X_ARGS) {
-    *d = F16(b);
-    *cm = -F16(b + 2);
-    x_k4_scales(b + 4, S, M);
-    const __m256i lo4 = _mm256_set1_epi8(15);
-    for (int p = 0; p < 4; p++) {
-        __m256i q = V(b + 16 + 32 * p);
-        u[2 * p] = _mm256_and_si256(q, lo4);
-        u[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
-    }
-}
-
-S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q5_k(X_ARGS) {
-    *d = F16(b);
-    *cm = -F16(b + 2);
-    x_k4_scales(b + 4, S, M);
+/* Q5_K's 5-bit values (its scales: y_k4_head, shared with Q4_K) */
+S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q5_k_values(const uint8_t *b, __m256i u[8]) {
     const __m256i lo4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
     __m256i qh = V(b + 16);
     for (int p = 0; p < 4; p++) {
@@ -397,15 +375,20 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q6_k(X_ARGS) {
     }
 }
 
-S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q3_k(X_ARGS) {
-    *d = F16(b + 108);
-    *cm = -4.0f * *d;
-    uint32_t a0 = rd32(b + 96), a1 = rd32(b + 100), t = rd32(b + 104);
+/* Q3_K's 16 6-bit scales minus 32, as int16 */
+S2Q_TARGET(AVX2_T) S2Q_INLINE __m256i q3_scales(const uint8_t *sc) {
+    uint32_t a0 = rd32(sc), a1 = rd32(sc + 4), t = rd32(sc + 8);
     const uint32_t m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
     __m128i sv = _mm_set_epi32((int)(((a1 >> 4) & m4) | (((t >> 6) & m2) << 4)),
                                (int)(((a0 >> 4) & m4) | (((t >> 4) & m2) << 4)),
                                (int)((a1 & m4) | (((t >> 2) & m2) << 4)), (int)((a0 & m4) | ((t & m2) << 4)));
-    *S = *M = _mm256_sub_epi16(_mm256_cvtepu8_epi16(sv), _mm256_set1_epi16(32));
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(sv), _mm256_set1_epi16(32));
+}
+
+S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q3_k(X_ARGS) {
+    *d = F16(b + 108);
+    *cm = -4.0f * *d;
+    *S = *M = q3_scales(b + 96);
     const __m256i m3 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
     __m256i hm = V(b);
     for (int h = 0; h < 2; h++) {
@@ -431,6 +414,205 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q2_k(X_ARGS) {
     }
 }
 
+/* Software prefetch of the blocks K_PF_BYTES ahead, every 64-byte line of them (the rows of a
+ * call are contiguous, so this runs on into the next rows): as for Q8_0 (Q8_PF_BYTES), the
+ * hardware prefetcher alone leaves the rows waiting on memory. 0 turns it off (to measure). */
+#ifndef K_PF_BYTES
+#define K_PF_BYTES 4096
+#endif
+#if K_PF_BYTES > 0
+#define K_PREFETCH(blk, BB)                                                                      \
+    for (int o_ = 0; o_ < (BB); o_ += 64) _mm_prefetch((const char *)(blk) + K_PF_BYTES + o_, _MM_HINT_T0)
+#else
+#define K_PREFETCH(blk, BB) ((void)0)
+#endif
+
+/* The operands of the AVX2 rows from the generic unpacking: sc[c] holds the int16 scales of
+ * chunk c of 32 weights, S[2c] in the low 128-bit lane, S[2c+1] in the high one. */
+#define DEFINE_Y_UNPACK(YNAME, XNAME)                                                            \
+    S2Q_TARGET(AVX2_T) S2Q_INLINE void YNAME(const uint8_t *b, __m256i pick, float *d, float *cm, \
+                                             __m256i *M, __m256i sc[8], __m256i u[8]) {          \
+        __m256i S;                                                                               \
+        XNAME(b, d, cm, &S, M, u);                                                               \
+        for (int c = 0; c < 8; c++)                                                              \
+            sc[c] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(S, _mm256_set1_epi32(c)), pick); \
+    }
+
+DEFINE_Y_UNPACK(y_q6_k, x_q6_k)
+DEFINE_Y_UNPACK(y_q3_k, x_q3_k)
+DEFINE_Y_UNPACK(y_q2_k, x_q2_k)
+
+/* Q4_K/Q5_K's own: their 8 scales and 8 mins as bytes in two 64-bit integers, from which each
+ * vector is one vpshufb (one scale per 32 weights: the generic route's 16 int16 scales cost two
+ * shuffles per chunk of 32); d and dmin converted together. Same values in the same lanes. */
+S2Q_TARGET(AVX2_T) S2Q_INLINE void k4_scale_bytes(const uint8_t *sc, uint64_t *s, uint64_t *mn) {
+    uint32_t u0 = rd32(sc), u1 = rd32(sc + 4), u2 = rd32(sc + 8);
+    const uint32_t m6 = 0x3F3F3F3Fu, m4 = 0x0F0F0F0Fu, m2 = 0x30303030u;
+    uint32_t s0 = u0 & m6, s1 = (u2 & m4) | ((u0 >> 2) & m2);         /* sc0..3, sc4..7 */
+    uint32_t n0 = u1 & m6, n1 = ((u2 >> 4) & m4) | ((u1 >> 2) & m2);  /* m0..3, m4..7 */
+    *s = (uint64_t)s1 << 32 | s0;
+    *mn = (uint64_t)n1 << 32 | n0;
+}
+
+S2Q_TARGET(AVX2_T) S2Q_INLINE void k4_d_dmin(const uint8_t *b, float *d, float *cm) {
+    __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)rd32(b)));
+    *d = _mm_cvtss_f32(dd);
+    *cm = -_mm_cvtss_f32(_mm_movehdup_ps(dd));
+}
+
+/* the 16 mins as int16, each twice (one per 16 weights), from their 8 bytes */
+S2Q_TARGET(AVX2_T) S2Q_INLINE __m256i k4_mins(uint64_t mn) {
+    const __m256i twice = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                           4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+    return _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)mn), twice);
+}
+
+/* Q4_K/Q5_K: d, dmin, the mins and chunk c's scale vector (s[c] in every int16 lane) */
+S2Q_TARGET(AVX2_T) S2Q_INLINE void y_k4_head(const uint8_t *b, float *d, float *cm, __m256i *M, __m256i sc[8]) {
+    uint64_t s, mn;
+    k4_d_dmin(b, d, cm);
+    k4_scale_bytes(b + 4, &s, &mn);
+    *M = k4_mins(mn);
+    __m256i sv = _mm256_set1_epi64x((long long)s);
+    for (int c = 0; c < 8; c++)  /* int16 lanes: low byte scale c, high byte zero (index -1) */
+        sc[c] = _mm256_shuffle_epi8(sv, _mm256_set1_epi16((short)(0xFF00 | c)));
+}
+
+S2Q_TARGET(AVX2_T) S2Q_INLINE void y_q5_k(const uint8_t *b, __m256i pick, float *d, float *cm, __m256i *M,
+                                          __m256i sc[8], __m256i u[8]) {
+    (void)pick;
+    y_k4_head(b, d, cm, M, sc);
+    x_q5_k_values(b, u);
+}
+
+S2Q_TARGET(AVX2_T) S2Q_INLINE void y_q4_k(const uint8_t *b, __m256i pick, float *d, float *cm, __m256i *M,
+                                          __m256i sc[8], __m256i u[8]) {
+    (void)pick;
+    y_k4_head(b, d, cm, M, sc);
+    const __m256i lo4 = _mm256_set1_epi8(15);
+    for (int p = 0; p < 4; p++) {
+        __m256i q = V(b + 16 + 32 * p);
+        u[2 * p] = _mm256_and_si256(q, lo4);
+        u[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+    }
+}
+
+/* AVX-512 operands, unpacked straight into 512-bit registers: 4 chunks u[c] of 64 weights
+ * (element order) and their scales sc[c], int16 lane j of chunk c holding S[4c + j/8] (the scale
+ * of the pair of products in that lane), and the 16 mins M. */
+#define AVX512_T "avx2,fma,f16c,avx512f,avx512bw,avx512vl"
+#define AVX512VNNI_T "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+
+/* Q4_K/Q5_K scales at 512 bits: chunk c's are s[2c] in the low half, s[2c+1] in the high, one
+ * vpshufb each from the 8 scale bytes. */
+S2Q_TARGET(AVX512_T) S2Q_INLINE void k4_scales512(uint64_t s, __m512i sc[4]) {
+    __m512i sv = _mm512_set1_epi64((long long)s);
+    for (int c = 0; c < 4; c++)
+        sc[c] = _mm512_shuffle_epi8(sv, _mm512_inserti64x4(_mm512_set1_epi16((short)(0xFF00 | (2 * c))),
+                                                           _mm256_set1_epi16((short)(0xFF00 | (2 * c + 1))), 1));
+}
+
+/* per-half constants of the 512-bit unpacking: lo in the low 256 bits, hi in the high */
+#define HALVES16(lo, hi) _mm512_inserti64x4(_mm512_set1_epi16(lo), _mm256_set1_epi16(hi), 1)
+#define HALVES8(lo, hi) _mm512_inserti64x4(_mm512_set1_epi8(lo), _mm256_set1_epi8(hi), 1)
+
+/* Q4_K at 512 bits: chunk c is the 32 bytes q_c's low nibbles (weights 64c..64c+31) then their
+ * high nibbles: q_c broadcast to both halves (a load), shifted by 0 / 4 per half, masked. Its
+ * scales: s[2c] in the low half, s[2c+1] in the high, one vpshufb of the 8 scale bytes. */
+S2Q_TARGET(AVX512_T) S2Q_INLINE void z_q4_k(const uint8_t *b, const __m512i *idx, float *d, float *cm,
+                                            __m256i *M, __m512i sc[4], __m512i u[4]) {
+    (void)idx;
+    uint64_t s, mn;
+    k4_d_dmin(b, d, cm);
+    k4_scale_bytes(b + 4, &s, &mn);
+    *M = k4_mins(mn);
+    k4_scales512(s, sc);
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    const __m512i shift = HALVES16(0, 4);
+    for (int c = 0; c < 4; c++) {
+        __m512i q = _mm512_broadcast_i64x4(V(b + 16 + 32 * c));
+        u[c] = _mm512_and_si512(_mm512_srlv_epi16(q, shift), lo4);
+    }
+}
+
+/* Q6_K at 512 bits: chunk 2h is the 64 bytes ql[64h..] as they lie (low nibbles: weights
+ * 128h..128h+63) and chunk 2h+1 their high nibbles; the two high bits come from the 32 bytes
+ * qh[32h..] broadcast to both halves, each half shifted to bring its 2-bit field to bits 4-5. */
+S2Q_TARGET(AVX512_T) S2Q_INLINE void z_q6_k(const uint8_t *b, const __m512i *idx, float *d, float *cm,
+                                            __m256i *M, __m512i sc[4], __m512i u[4]) {
+    *d = F16(b + 208);
+    *cm = -32.0f * *d;
+    *M = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+    __m512i S = _mm512_castsi256_si512(*M);
+    for (int c = 0; c < 4; c++) sc[c] = _mm512_permutexvar_epi16(idx[c], S);
+    const __m512i lo4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    /* qh bits 0-1 (2-3) -> 4-5 in the low (high) half of chunk 2h; bits 4-5 (6-7) in chunk 2h+1 */
+    const __m512i up = HALVES16(4, 2), down = HALVES16(0, 2);
+    for (int h = 0; h < 2; h++) {
+        __m512i a = _mm512_loadu_si512((const void *)(b + 64 * h));
+        __m512i t = _mm512_broadcast_i64x4(V(b + 128 + 32 * h));
+        u[2 * h] = _mm512_or_si512(_mm512_and_si512(a, lo4), _mm512_and_si512(_mm512_sllv_epi16(t, up), m30));
+        u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), lo4),
+                                       _mm512_and_si512(_mm512_srlv_epi16(t, down), m30));
+    }
+}
+
+/* Q5_K at 512 bits: Q4_K's nibbles, plus 16 where the weight's bit in qh is set (chunk c: bit
+ * 2c in the low half, 2c+1 in the high; vptestmb + a masked add). */
+S2Q_TARGET(AVX512_T) S2Q_INLINE void z_q5_k(const uint8_t *b, const __m512i *idx, float *d, float *cm,
+                                            __m256i *M, __m512i sc[4], __m512i u[4]) {
+    (void)idx;
+    uint64_t s, mn;
+    k4_d_dmin(b, d, cm);
+    k4_scale_bytes(b + 4, &s, &mn);
+    *M = k4_mins(mn);
+    k4_scales512(s, sc);
+    const __m512i lo4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16), shift = HALVES16(0, 4);
+    __m512i qh = _mm512_broadcast_i64x4(V(b + 16));
+    for (int c = 0; c < 4; c++) {
+        __m512i q = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(V(b + 48 + 32 * c)), shift), lo4);
+        __mmask64 hi = _mm512_test_epi8_mask(qh, HALVES8((char)(1 << (2 * c)), (char)(1 << (2 * c + 1))));
+        u[c] = _mm512_mask_add_epi8(q, hi, q, b4);
+    }
+}
+
+/* Q3_K at 512 bits: chunk c holds the 2-bit fields 2(c%2) and 2(c%2)+1 (one per half) of the
+ * 32 bytes qs[32(c/2)..], plus 4 where the weight's hmask bit (4(c/2) + field) is set. */
+S2Q_TARGET(AVX512_T) S2Q_INLINE void z_q3_k(const uint8_t *b, const __m512i *idx, float *d, float *cm,
+                                            __m256i *M, __m512i sc[4], __m512i u[4]) {
+    *d = F16(b + 108);
+    *cm = -4.0f * *d;
+    *M = q3_scales(b + 96);
+    __m512i S = _mm512_castsi256_si512(*M);
+    for (int c = 0; c < 4; c++) sc[c] = _mm512_permutexvar_epi16(idx[c], S);
+    const __m512i m3 = _mm512_set1_epi8(3), b2 = _mm512_set1_epi8(4);
+    const __m512i shift[2] = {HALVES16(0, 2), HALVES16(4, 6)};
+    __m512i hm = _mm512_broadcast_i64x4(V(b));
+    for (int c = 0; c < 4; c++) {
+        int f = 4 * (c >> 1) + 2 * (c & 1); /* hmask bit of the low half's field */
+        __m512i q = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(V(b + 32 + 32 * (c >> 1))),
+                                                       shift[c & 1]), m3);
+        __mmask64 hi = _mm512_test_epi8_mask(hm, HALVES8((char)(1 << f), (char)(1 << (f + 1))));
+        u[c] = _mm512_mask_add_epi8(q, hi, q, b2);
+    }
+}
+
+/* Q2_K at 512 bits: as Q3_K's 2-bit fields, without the high bit. */
+S2Q_TARGET(AVX512_T) S2Q_INLINE void z_q2_k(const uint8_t *b, const __m512i *idx, float *d, float *cm,
+                                            __m256i *M, __m512i sc[4], __m512i u[4]) {
+    *d = F16(b + 80);
+    *cm = -F16(b + 82);
+    __m128i scb = _mm_loadu_si128((const __m128i *)b), lo4 = _mm_set1_epi8(15);
+    __m512i S = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(scb, lo4)));
+    *M = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(scb, 4), lo4));
+    for (int c = 0; c < 4; c++) sc[c] = _mm512_permutexvar_epi16(idx[c], S);
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const __m512i shift[2] = {HALVES16(0, 2), HALVES16(4, 6)};
+    for (int c = 0; c < 4; c++)
+        u[c] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(V(b + 16 + 32 * (c >> 1))), shift[c & 1]),
+                                m3);
+}
+
 /* AVX2: 8 chunks of 32 weights; chunk c covers scales 2c (low 128-bit lane of the int16
  * products) and 2c+1 (high lane). */
 
@@ -447,12 +629,11 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q2_k(X_ARGS) {
             __m256 acc[MAX_M];                                                                   \
             for (int64_t i = 0; i < m; i++) acc[i] = _mm256_setzero_ps();                        \
             for (int64_t b = 0; b < nb; b++) {                                                   \
-                __m256i sc[8], u[8], S, M;                                                       \
+                __m256i sc[8], u[8], M;                                                          \
                 float kd, kcm;                                                                   \
-                UNPACK(raw + r * row_bytes + b * BB, &kd, &kcm, &S, &M, u);                      \
-                for (int c = 0; c < 8; c++)                                                      \
-                    sc[c] = _mm256_shuffle_epi8(                                                 \
-                        _mm256_permutevar8x32_epi32(S, _mm256_set1_epi32(c)), pick);             \
+                const uint8_t *blk = raw + r * row_bytes + b * BB;                               \
+                K_PREFETCH(blk, BB);                                                             \
+                UNPACK(blk, pick, &kd, &kcm, &M, sc, u);                                         \
                 for (int64_t i = 0; i < m; i++) {                                                \
                     const int8_t *x = xq + i * cols + b * QK;                                    \
                     __m256i isum = _mm256_setzero_si256();                                       \
@@ -479,8 +660,8 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q2_k(X_ARGS) {
             }                                                                                    \
         }                                                                                        \
     }                                                                                        \
-    /* m = 1 and 2 (one row, one row in two planes: every decode step) get their own copies: \
-     * with m constant the accumulators stay in registers. */                                \
+    /* m = 1, 2 and 4 (one row, one row in two planes: every decode step; two requests batched) \
+     * get their own copies: with m constant the accumulators stay in registers. */            \
     S2Q_TARGET(AVX2_T) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
                                        const int8_t *xq, const float *xd, const int16_t *xbs,   \
                                        int64_t m, int64_t cols, float *out, int64_t out_stride) { \
@@ -488,15 +669,17 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void x_q2_k(X_ARGS) {
             NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 1, cols, out, out_stride);            \
         else if (m == 2)                                                                         \
             NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 2, cols, out, out_stride);            \
+        else if (m == 4)                                                                         \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 4, cols, out, out_stride);            \
         else                                                                                     \
             NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, m, cols, out, out_stride);            \
     }
 
-DEFINE_AVX2_ROWS(rows_q4_k_avx2, x_q4_k, 144)
-DEFINE_AVX2_ROWS(rows_q5_k_avx2, x_q5_k, 176)
-DEFINE_AVX2_ROWS(rows_q6_k_avx2, x_q6_k, 210)
-DEFINE_AVX2_ROWS(rows_q3_k_avx2, x_q3_k, 110)
-DEFINE_AVX2_ROWS(rows_q2_k_avx2, x_q2_k, 84)
+DEFINE_AVX2_ROWS(rows_q4_k_avx2, y_q4_k, 144)
+DEFINE_AVX2_ROWS(rows_q5_k_avx2, y_q5_k, 176)
+DEFINE_AVX2_ROWS(rows_q6_k_avx2, y_q6_k, 210)
+DEFINE_AVX2_ROWS(rows_q3_k_avx2, y_q3_k, 110)
+DEFINE_AVX2_ROWS(rows_q2_k_avx2, y_q2_k, 84)
 
 /* Q8_0 on AVX2: per block, |w| (vpabsb) and w's signs moved onto the activations (vpsignb:
  * x where w > 0, -x where w < 0), so vpmaddubsw multiplies unsigned by signed bytes
@@ -604,8 +787,6 @@ S2Q_TARGET(AVX2_T) static void rows_q8_0_i16_avx2(const uint8_t *raw, int64_t ro
 
 /* AVX-512: 4 chunks of 64 weights; the int16 product lane j of chunk c belongs to scale
  * 4c + j/8, picked by one vpermw. VNNI fuses vpmaddwd + vpaddd into vpdpwssd. */
-#define AVX512_T "avx2,fma,f16c,avx512f,avx512bw,avx512vl"
-#define AVX512VNNI_T "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
 #define MADD_ADD_BW(acc, p, s) _mm512_add_epi32(acc, _mm512_madd_epi16(p, s))
 #define MADD_ADD_VNNI(acc, p, s) _mm512_dpwssd_epi32(acc, p, s)
 
@@ -629,16 +810,12 @@ S2Q_TARGET(AVX2_T) static void rows_q8_0_i16_avx2(const uint8_t *raw, int64_t ro
                 accm[i] = _mm256_setzero_ps();                                                   \
             }                                                                                    \
             for (int64_t b = 0; b < nb; b++) {                                                   \
-                __m256i h[8];                                                                    \
                 __m512i sc[4], u[4];                                                             \
-                __m256i S2, M;                                                                   \
+                __m256i M;                                                                       \
                 float kd, kcm;                                                                   \
-                UNPACK(raw + r * row_bytes + b * BB, &kd, &kcm, &S2, &M, h);                     \
-                __m512i S = _mm512_castsi256_si512(S2);                                          \
-                for (int c = 0; c < 4; c++) {                                                    \
-                    sc[c] = _mm512_permutexvar_epi16(idx[c], S);                                 \
-                    u[c] = _mm512_inserti64x4(_mm512_castsi256_si512(h[2 * c]), h[2 * c + 1], 1); \
-                }                                                                                \
+                const uint8_t *blk = raw + r * row_bytes + b * BB;                               \
+                K_PREFETCH(blk, BB);                                                             \
+                UNPACK(blk, idx, &kd, &kcm, &M, sc, u);                                          \
                 for (int64_t i = 0; i < m; i++) {                                                \
                     const int8_t *x = xq + i * cols + b * QK;                                    \
                     __m512i isum = _mm512_setzero_si512();                                       \
@@ -666,8 +843,8 @@ S2Q_TARGET(AVX2_T) static void rows_q8_0_i16_avx2(const uint8_t *raw, int64_t ro
             }                                                                                    \
         }                                                                                        \
     }                                                                                        \
-    /* m = 1 and 2 (one row, one row in two planes: every decode step) get their own copies: \
-     * with m constant the accumulators stay in registers. */                                \
+    /* m = 1, 2 and 4 (one row, one row in two planes: every decode step; two requests batched) \
+     * get their own copies: with m constant the accumulators stay in registers. */            \
     S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
                                        const int8_t *xq, const float *xd, const int16_t *xbs,   \
                                        int64_t m, int64_t cols, float *out, int64_t out_stride) { \
@@ -675,20 +852,22 @@ S2Q_TARGET(AVX2_T) static void rows_q8_0_i16_avx2(const uint8_t *raw, int64_t ro
             NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 1, cols, out, out_stride);            \
         else if (m == 2)                                                                         \
             NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 2, cols, out, out_stride);            \
+        else if (m == 4)                                                                         \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 4, cols, out, out_stride);            \
         else                                                                                     \
             NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, m, cols, out, out_stride);            \
     }
 
-DEFINE_AVX512_ROWS(rows_q4_k_avx512, x_q4_k, 144, AVX512_T, MADD_ADD_BW)
-DEFINE_AVX512_ROWS(rows_q5_k_avx512, x_q5_k, 176, AVX512_T, MADD_ADD_BW)
-DEFINE_AVX512_ROWS(rows_q6_k_avx512, x_q6_k, 210, AVX512_T, MADD_ADD_BW)
-DEFINE_AVX512_ROWS(rows_q3_k_avx512, x_q3_k, 110, AVX512_T, MADD_ADD_BW)
-DEFINE_AVX512_ROWS(rows_q2_k_avx512, x_q2_k, 84, AVX512_T, MADD_ADD_BW)
-DEFINE_AVX512_ROWS(rows_q4_k_vnni, x_q4_k, 144, AVX512VNNI_T, MADD_ADD_VNNI)
-DEFINE_AVX512_ROWS(rows_q5_k_vnni, x_q5_k, 176, AVX512VNNI_T, MADD_ADD_VNNI)
-DEFINE_AVX512_ROWS(rows_q6_k_vnni, x_q6_k, 210, AVX512VNNI_T, MADD_ADD_VNNI)
-DEFINE_AVX512_ROWS(rows_q3_k_vnni, x_q3_k, 110, AVX512VNNI_T, MADD_ADD_VNNI)
-DEFINE_AVX512_ROWS(rows_q2_k_vnni, x_q2_k, 84, AVX512VNNI_T, MADD_ADD_VNNI)
+DEFINE_AVX512_ROWS(rows_q4_k_avx512, z_q4_k, 144, AVX512_T, MADD_ADD_BW)
+DEFINE_AVX512_ROWS(rows_q5_k_avx512, z_q5_k, 176, AVX512_T, MADD_ADD_BW)
+DEFINE_AVX512_ROWS(rows_q6_k_avx512, z_q6_k, 210, AVX512_T, MADD_ADD_BW)
+DEFINE_AVX512_ROWS(rows_q3_k_avx512, z_q3_k, 110, AVX512_T, MADD_ADD_BW)
+DEFINE_AVX512_ROWS(rows_q2_k_avx512, z_q2_k, 84, AVX512_T, MADD_ADD_BW)
+DEFINE_AVX512_ROWS(rows_q4_k_vnni, z_q4_k, 144, AVX512VNNI_T, MADD_ADD_VNNI)
+DEFINE_AVX512_ROWS(rows_q5_k_vnni, z_q5_k, 176, AVX512VNNI_T, MADD_ADD_VNNI)
+DEFINE_AVX512_ROWS(rows_q6_k_vnni, z_q6_k, 210, AVX512VNNI_T, MADD_ADD_VNNI)
+DEFINE_AVX512_ROWS(rows_q3_k_vnni, z_q3_k, 110, AVX512VNNI_T, MADD_ADD_VNNI)
+DEFINE_AVX512_ROWS(rows_q2_k_vnni, z_q2_k, 84, AVX512VNNI_T, MADD_ADD_VNNI)
 
 /* Q8_0 on AVX-512: two blocks per 64-byte register (the last chunk may end on one: the second
  * half is then zero weights). No vpsignb at 512 bits: the activations are negated under the

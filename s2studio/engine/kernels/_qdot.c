@@ -660,8 +660,8 @@ S2Q_TARGET(AVX512_T) S2Q_INLINE void z_q2_k(const uint8_t *b, const __m512i *idx
             }                                                                                    \
         }                                                                                        \
     }                                                                                        \
-    /* m = 1, 2 and 4 (one row, one row in two planes: every decode step; two requests batched) \
-     * get their own copies: with m constant the accumulators stay in registers. */            \
+    /* m = 1, 2, 4 and 8 (one row, or one in two planes: every decode step; 2-4 requests      \
+     * batched) get their own copies: with m constant the accumulators stay in registers. */   \
     S2Q_TARGET(AVX2_T) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
                                        const int8_t *xq, const float *xd, const int16_t *xbs,   \
                                        int64_t m, int64_t cols, float *out, int64_t out_stride) { \
@@ -671,6 +671,8 @@ S2Q_TARGET(AVX512_T) S2Q_INLINE void z_q2_k(const uint8_t *b, const __m512i *idx
             NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 2, cols, out, out_stride);            \
         else if (m == 4)                                                                         \
             NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 4, cols, out, out_stride);            \
+        else if (m == 8)                                                                         \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 8, cols, out, out_stride);            \
         else                                                                                     \
             NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, m, cols, out, out_stride);            \
     }
@@ -843,8 +845,8 @@ S2Q_TARGET(AVX2_T) static void rows_q8_0_i16_avx2(const uint8_t *raw, int64_t ro
             }                                                                                    \
         }                                                                                        \
     }                                                                                        \
-    /* m = 1, 2 and 4 (one row, one row in two planes: every decode step; two requests batched) \
-     * get their own copies: with m constant the accumulators stay in registers. */            \
+    /* m = 1, 2, 4 and 8 (one row, or one in two planes: every decode step; 2-4 requests      \
+     * batched) get their own copies: with m constant the accumulators stay in registers. */   \
     S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
                                        const int8_t *xq, const float *xd, const int16_t *xbs,   \
                                        int64_t m, int64_t cols, float *out, int64_t out_stride) { \
@@ -854,6 +856,8 @@ S2Q_TARGET(AVX2_T) static void rows_q8_0_i16_avx2(const uint8_t *raw, int64_t ro
             NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 2, cols, out, out_stride);            \
         else if (m == 4)                                                                         \
             NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 4, cols, out, out_stride);            \
+        else if (m == 8)                                                                         \
+            NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, 8, cols, out, out_stride);            \
         else                                                                                     \
             NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, m, cols, out, out_stride);            \
     }

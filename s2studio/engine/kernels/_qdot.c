@@ -330,6 +330,15 @@ static rows_fn ROWS[N_LEVELS][N_TYPES] = {
 /* float16 -> float32 by the F16C instruction (every AVX2 CPU has it; checked at dispatch) */
 #define F16(p) _cvtsh_ss(rd16(p))
 
+/* A row's 8 float lanes summed, always in this order (the last step of every row function, so
+ * a row's result does not depend on the path's other work or on how many rows there are). */
+S2Q_TARGET(AVX2_T) S2Q_INLINE float hsum256(__m256 a) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
 /* Unpacking into registers (AVX2: u = 8 x 32 weights in element order; AVX-512: 4 x 64, built
  * at 512 bits directly, below). Writing the bytes to memory and loading them back as vectors
  * stalls on store forwarding; so on x86 each type has an unpacking in intrinsics. Shifts are
@@ -651,13 +660,7 @@ S2Q_TARGET(AVX512_T) S2Q_INLINE void z_q2_k(const uint8_t *b, const __m512i *idx
                                              acc[i]);                                            \
                 }                                                                                \
             }                                                                                    \
-            for (int64_t i = 0; i < m; i++) {                                                    \
-                __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[i]),                            \
-                                      _mm256_extractf128_ps(acc[i], 1));                         \
-                h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                          \
-                h = _mm_add_ss(h, _mm_movehdup_ps(h));                                           \
-                out[i * out_stride + r] = _mm_cvtss_f32(h);                                      \
-            }                                                                                    \
+            for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = hsum256(acc[i]);           \
         }                                                                                        \
     }                                                                                        \
     /* m = 1, 2, 4 and 8 (one row, or one in two planes: every decode step; 2-4 requests      \
@@ -715,12 +718,7 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void rows_q8_0_avx2_m(const uint8_t *raw, int64_t 
             for (int64_t i = 0; i < m; i++)
                 acc[i] = _mm256_fmadd_ps(t[i], _mm256_set1_ps(xd[i * nc + c]), acc[i]);
         }
-        for (int64_t i = 0; i < m; i++) {
-            __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1));
-            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-            h = _mm_add_ss(h, _mm_movehdup_ps(h));
-            out[i * out_stride + r] = _mm_cvtss_f32(h);
-        }
+        for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = hsum256(acc[i]);
     }
 }
 
@@ -771,12 +769,7 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void rows_q8_0_i16_avx2_m(const uint8_t *raw, int6
             for (int64_t i = 0; i < m; i++)
                 acc[i] = _mm256_fmadd_ps(t[i], _mm256_set1_ps(xd[i * nc + c]), acc[i]);
         }
-        for (int64_t i = 0; i < m; i++) {
-            __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1));
-            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-            h = _mm_add_ss(h, _mm_movehdup_ps(h));
-            out[i * out_stride + r] = _mm_cvtss_f32(h);
-        }
+        for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = hsum256(acc[i]);
     }
 }
 
@@ -838,10 +831,7 @@ S2Q_TARGET(AVX2_T) static void rows_q8_0_i16_avx2(const uint8_t *raw, int64_t ro
                 __m256 a = _mm256_add_ps(accm[i], _mm512_castps512_ps256(acc[i]));               \
                 a = _mm256_add_ps(a, _mm256_castpd_ps(_mm512_extractf64x4_pd(                    \
                                          _mm512_castps_pd(acc[i]), 1)));                         \
-                __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));   \
-                h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                          \
-                h = _mm_add_ss(h, _mm_movehdup_ps(h));                                           \
-                out[i * out_stride + r] = _mm_cvtss_f32(h);                                      \
+                out[i * out_stride + r] = hsum256(a);                                            \
             }                                                                                    \
         }                                                                                        \
     }                                                                                        \
@@ -916,14 +906,9 @@ DEFINE_AVX512_ROWS(rows_q2_k_vnni, z_q2_k, 84, AVX512VNNI_T, MADD_ADD_VNNI)
                 for (int64_t i = 0; i < m; i++)                                                  \
                     acc[i] = _mm512_fmadd_ps(t[i], _mm512_set1_ps(xd[i * nc + c]), acc[i]);      \
             }                                                                                    \
-            for (int64_t i = 0; i < m; i++) {                                                    \
-                __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[i]), _mm256_castpd_ps(       \
-                                             _mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1))); \
-                __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));   \
-                h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                          \
-                h = _mm_add_ss(h, _mm_movehdup_ps(h));                                           \
-                out[i * out_stride + r] = _mm_cvtss_f32(h);                                      \
-            }                                                                                    \
+            for (int64_t i = 0; i < m; i++)                                                      \
+                out[i * out_stride + r] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[i]),  \
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1))));     \
         }                                                                                        \
     }                                                                                            \
     S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
@@ -982,14 +967,9 @@ DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_vnni, AVX512VNNI_T, Q8_DOT_VNNI)
                 for (int64_t i = 0; i < m; i++)                                                  \
                     acc[i] = _mm512_fmadd_ps(t[i], _mm512_set1_ps(xd[i * nc + c]), acc[i]);      \
             }                                                                                    \
-            for (int64_t i = 0; i < m; i++) {                                                    \
-                __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[i]), _mm256_castpd_ps(       \
-                                             _mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1))); \
-                __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));   \
-                h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                          \
-                h = _mm_add_ss(h, _mm_movehdup_ps(h));                                           \
-                out[i * out_stride + r] = _mm_cvtss_f32(h);                                      \
-            }                                                                                    \
+            for (int64_t i = 0; i < m; i++)                                                      \
+                out[i * out_stride + r] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[i]),  \
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1))));     \
         }                                                                                        \
     }                                                                                            \
     S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \

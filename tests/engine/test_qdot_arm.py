@@ -27,6 +27,9 @@ pytestmark = pytest.mark.skipif(CC is None or QEMU is None,
     ([], "max", "scalar neon dotprod"),
     ([], "cortex-a53", "scalar neon"),
     (["-march=armv8.2-a+dotprod"], "max", "scalar neon dotprod"),
+    # FMA contraction on (GNU C's default, clang's within expressions): the ARM levels still write
+    # the scalar rows' float expressions, so they stay bit-identical to that build's scalar level
+    (["-ffp-contract=fast"], "max", "scalar neon dotprod"),
 ])
 def test_arm_levels_match_scalar_bit_for_bit(tmp_path, march, cpu, levels):
     exe = tmp_path / "check"
@@ -38,3 +41,27 @@ def test_arm_levels_match_scalar_bit_for_bit(tmp_path, march, cpu, levels):
     # every type has its own function at every ARM level (none silently left at scalar)
     assert "no(scalar)" not in run.stdout
     assert run.stdout.rstrip().endswith("OK")
+
+
+NATIVE_CC = shutil.which("gcc") or shutil.which("cc")
+
+
+def _hashes(stdout: str) -> list[str]:
+    return [line.split("hash")[1].strip() for line in stdout.splitlines() if "hash" in line]
+
+
+@pytest.mark.skipif(NATIVE_CC is None, reason="needs a native C compiler")
+def test_arm_scalar_level_is_bit_identical_to_this_machines(tmp_path):
+    """The scalar rows give the same bits on AArch64 as here (IEEE float, no FMA contraction under
+    -std=c99), so the ARM levels, bit-identical to their scalar level, equal the scalar level that
+    test_intdot.py checks against float math on this machine. The native run's --bound 1 leaves
+    this machine's vector levels to test_intdot.py (it still requires rows alone == among others)."""
+    native, arm = tmp_path / "native", tmp_path / "arm"
+    subprocess.run([NATIVE_CC, *FLAGS, "-o", str(native), str(SRC), "-lm"], check=True)
+    subprocess.run([CC, *FLAGS, "-o", str(arm), str(SRC), "-lm"], check=True)
+    here = subprocess.run([str(native), "--bound", "1"], capture_output=True, text=True, timeout=600)
+    there = subprocess.run([QEMU, "-cpu", "max", "-L", "/usr/aarch64-linux-gnu", str(arm)],
+                           capture_output=True, text=True, timeout=600)
+    assert here.returncode == 0 and there.returncode == 0, here.stdout[-2000:] + there.stdout[-2000:]
+    assert len(_hashes(here.stdout)) == 7
+    assert _hashes(here.stdout) == _hashes(there.stdout)

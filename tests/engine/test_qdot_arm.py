@@ -23,17 +23,27 @@ pytestmark = pytest.mark.skipif(CC is None or QEMU is None,
                                 reason="needs aarch64-linux-gnu-gcc and qemu-aarch64")
 
 
-@pytest.mark.parametrize("march, cpu, levels", [
-    ([], "max", "scalar neon dotprod"),
-    ([], "cortex-a53", "scalar neon"),
-    (["-march=armv8.2-a+dotprod"], "max", "scalar neon dotprod"),
+CLANG = shutil.which("clang")
+# clang compiles sdot only when the whole file targets it (e.g. -mcpu=apple-m1, Apple's default)
+CLANG_ARM = None if CLANG is None else [CLANG, "--target=aarch64-linux-gnu"]
+
+
+@pytest.mark.parametrize("compiler, march, cpu, levels", [
+    ("gcc", [], "max", "scalar neon dotprod"),
+    ("gcc", [], "cortex-a53", "scalar neon"),
+    ("gcc", ["-march=armv8.2-a+dotprod"], "max", "scalar neon dotprod"),
     # FMA contraction on (GNU C's default, clang's within expressions): the ARM levels still write
     # the scalar rows' float expressions, so they stay bit-identical to that build's scalar level
-    (["-ffp-contract=fast"], "max", "scalar neon dotprod"),
+    ("gcc", ["-ffp-contract=fast"], "max", "scalar neon dotprod"),
+    ("clang", [], "max", "scalar neon"),
+    ("clang", ["-mcpu=apple-m1"], "max", "scalar neon dotprod"),
 ])
-def test_arm_levels_match_scalar_bit_for_bit(tmp_path, march, cpu, levels):
+def test_arm_levels_match_scalar_bit_for_bit(tmp_path, compiler, march, cpu, levels):
+    if compiler == "clang" and CLANG_ARM is None:
+        pytest.skip("needs clang")
+    cc = [CC] if compiler == "gcc" else CLANG_ARM
     exe = tmp_path / "check"
-    subprocess.run([CC, *FLAGS, *march, "-o", str(exe), str(SRC), "-lm"], check=True)
+    subprocess.run([*cc, *FLAGS, *march, "-o", str(exe), str(SRC), "-lm"], check=True)
     run = subprocess.run([QEMU, "-cpu", cpu, "-L", "/usr/aarch64-linux-gnu", str(exe)],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]

@@ -1082,7 +1082,11 @@ static void init_tables(void) { best_level = L_SCALAR; }
  * only compute the integer parts with vector instructions; integer sums are exact (no lane
  * overflows: bounds at each function), so every output is bit-identical to the "scalar"
  * level's, and hence a row among others is bit-identical to it alone (checked under qemu by
- * devtools/qdot_arm_check and tests/engine/test_qdot_arm.py). The weights are unpacked once
+ * devtools/qdot_arm_check and tests/engine/test_qdot_arm.py, with GCC and clang). Where the
+ * compiler fuses a*b+c into an FMA (clang by default; GCC in GNU C mode, not under setup.py's
+ * -std=c99) it fuses the same expressions in both, so that still holds; such a build differs
+ * from an x86 build only in that rounding (within the tests' bounds), and with setup.py's GCC
+ * flags the outputs equal the x86 scalar level's bit for bit. The weights are unpacked once
  * per block by the portable unpack_* functions (vectorized by the compiler) and shared by
  * the m activation rows. ---- */
 

@@ -27,8 +27,11 @@
  * - every row function keeps per-activation-row accumulators and an operation order that does
  *   not depend on m: a row computed among others is bit-identical to it computed alone (the
  *   server batches requests into one GEMV and a seeded request must not change).
- * - the CPU's best path is chosen once at run time (AVX-512 VNNI, AVX-512BW, AVX2, portable C);
- *   s2q_set_level() lets the tests run every path the CPU has.
+ * - the CPU's best path is chosen once at run time (x86: AVX-512 VNNI, AVX-512BW, AVX2; AArch64:
+ *   dotprod (sdot), NEON; else portable C); set_level() lets the tests run every path the CPU
+ *   has. The AArch64 rows vectorize only the exact integer parts and keep the portable rows'
+ *   float operations, so their outputs are bit-identical to the "scalar" level's (checked
+ *   under qemu: devtools/qdot_arm_check, tests/engine/test_qdot_arm.py).
  * - no threads here: the caller's threads (a numba prange, the engine's one pool) each call
  *   s2q_gemv_tasks, which hands out rows in small tasks from an atomic counter (dynamic
  *   scheduling: see there); nothing holds a lock or touches a Python object.
@@ -36,8 +39,10 @@
  * Entry points take every argument as int64 (pointers too): numba calls them as external
  * symbols with a fixed signature on every platform.
  */
+#ifndef S2Q_NO_PYTHON /* the standalone ARM check (devtools/qdot_arm_check) includes this file */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#endif
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
@@ -54,6 +59,30 @@
 #endif
 #endif
 
+/* AArch64 with GCC or clang (MSVC on ARM64 keeps the portable C: its NEON intrinsics are not
+ * checked here). S2Q_NO_NEON turns the NEON levels off at compile time. */
+#if (defined(__aarch64__) || defined(_M_ARM64)) && !defined(_MSC_VER) && !defined(S2Q_NO_NEON)
+#define S2Q_ARM 1
+#include <arm_neon.h>
+#if defined(__linux__)
+#include <sys/auxv.h>
+#elif defined(__APPLE__)
+#include <sys/types.h>
+#include <sys/sysctl.h>
+#endif
+/* The dot-product instruction (ARMv8.2 DotProd, sdot) per function: GCC >= 10 compiles it under
+ * a target attribute whatever -march is; clang's arm_neon.h offers vdotq_s32 only when the whole
+ * file targets it (__ARM_FEATURE_DOTPROD, e.g. Apple's default arm64 target), so without that
+ * clang builds the "neon" level only. */
+#if defined(__ARM_FEATURE_DOTPROD)
+#define S2Q_DOTPROD 1
+#define S2Q_DOTPROD_TARGET
+#elif defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10
+#define S2Q_DOTPROD 1
+#define S2Q_DOTPROD_TARGET __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+#endif
+
 #if defined(_MSC_VER) && !defined(__clang__)
 #define S2Q_INLINE static __forceinline
 #else
@@ -66,8 +95,17 @@
 enum { T_Q4_K = 0, T_Q5_K = 1, T_Q6_K = 2, T_Q3_K = 3, T_Q2_K = 4, T_Q8_0 = 5, T_Q8_0_I16 = 6,
        N_TYPES = 7 };
 
+/* Levels, weakest first (levels() lists 0..best_level): the x86 or the ARM ones. */
+#if defined(S2Q_X86)
 enum { L_SCALAR = 0, L_AVX2 = 1, L_AVX512 = 2, L_AVX512VNNI = 3, N_LEVELS = 4 };
 static const char *LEVEL_NAMES[N_LEVELS] = {"scalar", "avx2", "avx512bw", "avx512vnni"};
+#elif defined(S2Q_ARM)
+enum { L_SCALAR = 0, L_NEON = 1, L_DOTPROD = 2, N_LEVELS = 3 };
+static const char *LEVEL_NAMES[N_LEVELS] = {"scalar", "neon", "dotprod"};
+#else
+enum { L_SCALAR = 0, N_LEVELS = 1 };
+static const char *LEVEL_NAMES[N_LEVELS] = {"scalar"};
+#endif
 static int best_level = L_SCALAR;
 static int level = L_SCALAR;
 
@@ -1033,9 +1071,223 @@ static void init_tables(void) {
     memcpy(ROWS[L_AVX512VNNI], c, sizeof c);
     best_level = detect_level();
 }
-#else
+#elif !defined(S2Q_ARM)
 static void init_tables(void) { best_level = L_SCALAR; }
 #endif
+
+#ifdef S2Q_ARM
+/* ---- AArch64: NEON (every AArch64 CPU) and the dot-product instruction (sdot: Apple M-series,
+ * Graviton2+, Cortex-A76+), chosen at run time like the x86 levels.
+ * These rows keep the scalar rows' float operations exactly (same expressions, same order) and
+ * only compute the integer parts with vector instructions; integer sums are exact (no lane
+ * overflows: bounds at each function), so every output is bit-identical to the "scalar"
+ * level's, and hence a row among others is bit-identical to it alone (checked under qemu by
+ * devtools/qdot_arm_check and tests/engine/test_qdot_arm.py, with GCC and clang). Where the
+ * compiler fuses a*b+c into an FMA (clang by default; GCC in GNU C mode, not under setup.py's
+ * -std=c99) it fuses the same expressions in both, so that still holds; such a build differs
+ * from an x86 build only in that rounding (within the tests' bounds), and with setup.py's GCC
+ * flags the outputs equal the x86 scalar level's bit for bit. The weights are unpacked once
+ * per block by the portable unpack_* functions (vectorized by the compiler) and shared by
+ * the m activation rows. ---- */
+
+/* K-quant block, integer parts: isum = sum_s S[s] * sum_{i in s} u[i] q[i], msum = sum_s M[s] bs[s].
+ * u <= 63 as int8, |q| <= 127: vmull/vmlal pair sums |.| <= 2*63*127 fit int16; |S| <= 128. */
+S2Q_INLINE void neon_k_msum(const kblock *k, const int16_t *bs, int32_t *msum) {
+    int16x8_t m0 = vld1q_s16(k->M), m1 = vld1q_s16(k->M + 8), b0 = vld1q_s16(bs), b1 = vld1q_s16(bs + 8);
+    int32x4_t a = vmull_s16(vget_low_s16(m0), vget_low_s16(b0));
+    a = vmlal_high_s16(a, m0, b0);
+    a = vmlal_s16(a, vget_low_s16(m1), vget_low_s16(b1));
+    a = vmlal_high_s16(a, m1, b1);
+    *msum = vaddvq_s32(a);
+}
+
+S2Q_INLINE void neon_k_block(const kblock *k, const int8_t *x, float dx, const int16_t *bs, acc_scalar *acc) {
+    int32x4_t a = vdupq_n_s32(0);
+    for (int s = 0; s < 16; s++) {
+        int8x16_t u = vreinterpretq_s8_u8(vld1q_u8(k->u + s * 16)), q = vld1q_s8(x + s * 16);
+        int16x8_t p = vmlal_high_s8(vmull_s8(vget_low_s8(u), vget_low_s8(q)), u, q);
+        a = vmlal_n_s16(a, vget_low_s16(p), k->S[s]);
+        a = vmlal_high_n_s16(a, p, k->S[s]);
+    }
+    int32_t isum = vaddvq_s32(a), msum;
+    neon_k_msum(k, bs, &msum);
+    acc->v += dx * (k->d * (float)isum + k->cm * (float)msum);  /* as rows_scalar_block */
+}
+
+#ifdef S2Q_DOTPROD
+/* sdot: 4 products per int32 lane (|.| <= 4*63*127), then the lane sums times S[s] */
+S2Q_DOTPROD_TARGET S2Q_INLINE void dot_k_block(const kblock *k, const int8_t *x, float dx, const int16_t *bs,
+                                               acc_scalar *acc) {
+    int32x4_t a = vdupq_n_s32(0);
+    for (int s = 0; s < 16; s++) {
+        int8x16_t u = vreinterpretq_s8_u8(vld1q_u8(k->u + s * 16)), q = vld1q_s8(x + s * 16);
+        a = vmlaq_n_s32(a, vdotq_s32(vdupq_n_s32(0), u, q), k->S[s]);
+    }
+    int32_t isum = vaddvq_s32(a), msum;
+    neon_k_msum(k, bs, &msum);
+    acc->v += dx * (k->d * (float)isum + k->cm * (float)msum);  /* as rows_scalar_block */
+}
+#endif
+
+/* the loops of DEFINE_SCALAR_ROWS with another block function */
+#define DEFINE_ARM_ROWS(NAME, UNPACK, BB, TARGET, BLOCK)                                         \
+    TARGET static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1,       \
+                            const int8_t *xq, const float *xd, const int16_t *xbs, int64_t m,    \
+                            int64_t cols, float *out, int64_t out_stride) {                      \
+        int64_t nb = cols / QK;                                                                  \
+        kblock k;                                                                                \
+        for (int64_t r = r0; r < r1; r++) {                                                      \
+            acc_scalar acc[MAX_M];                                                               \
+            for (int64_t i = 0; i < m; i++) acc[i].v = 0.0f;                                     \
+            for (int64_t b = 0; b < nb; b++) {                                                   \
+                UNPACK(raw + r * row_bytes + b * BB, &k);                                        \
+                for (int64_t i = 0; i < m; i++)                                                  \
+                    BLOCK(&k, xq + i * cols + b * QK, xd[i * nb + b], xbs + (i * nb + b) * 16,   \
+                          &acc[i]);                                                              \
+            }                                                                                    \
+            for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = acc[i].v;                  \
+        }                                                                                        \
+    }
+
+DEFINE_ARM_ROWS(rows_q4_k_neon, unpack_q4_k, 144, , neon_k_block)
+DEFINE_ARM_ROWS(rows_q5_k_neon, unpack_q5_k, 176, , neon_k_block)
+DEFINE_ARM_ROWS(rows_q6_k_neon, unpack_q6_k, 210, , neon_k_block)
+DEFINE_ARM_ROWS(rows_q3_k_neon, unpack_q3_k, 110, , neon_k_block)
+DEFINE_ARM_ROWS(rows_q2_k_neon, unpack_q2_k, 84, , neon_k_block)
+#ifdef S2Q_DOTPROD
+DEFINE_ARM_ROWS(rows_q4_k_dot, unpack_q4_k, 144, S2Q_DOTPROD_TARGET, dot_k_block)
+DEFINE_ARM_ROWS(rows_q5_k_dot, unpack_q5_k, 176, S2Q_DOTPROD_TARGET, dot_k_block)
+DEFINE_ARM_ROWS(rows_q6_k_dot, unpack_q6_k, 210, S2Q_DOTPROD_TARGET, dot_k_block)
+DEFINE_ARM_ROWS(rows_q3_k_dot, unpack_q3_k, 110, S2Q_DOTPROD_TARGET, dot_k_block)
+DEFINE_ARM_ROWS(rows_q2_k_dot, unpack_q2_k, 84, S2Q_DOTPROD_TARGET, dot_k_block)
+#endif
+
+/* Q8_0 block x int8 activations: |w| <= 128, |q| <= 127, so a pair of products fits int16. */
+S2Q_INLINE int32_t neon_q8_dot(const int8_t *w, const int8_t *x) {
+    int8x16_t w0 = vld1q_s8(w), w1 = vld1q_s8(w + 16), x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
+    int16x8_t p0 = vmlal_high_s8(vmull_s8(vget_low_s8(w0), vget_low_s8(x0)), w0, x0);
+    int16x8_t p1 = vmlal_high_s8(vmull_s8(vget_low_s8(w1), vget_low_s8(x1)), w1, x1);
+    return vaddvq_s32(vpadalq_s16(vpaddlq_s16(p0), p1));
+}
+
+#ifdef S2Q_DOTPROD
+S2Q_DOTPROD_TARGET S2Q_INLINE int32_t dot_q8_dot(const int8_t *w, const int8_t *x) {
+    int32x4_t a = vdotq_s32(vdupq_n_s32(0), vld1q_s8(w), vld1q_s8(x));
+    return vaddvq_s32(vdotq_s32(a, vld1q_s8(w + 16), vld1q_s8(x + 16)));
+}
+#endif
+
+/* the loops of rows_q8_0_scalar with another integer dot */
+#define DEFINE_Q8_0_ARM_ROWS(NAME, TARGET, DOT)                                                   \
+    TARGET static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1,        \
+                            const int8_t *xq, const float *xd, const int16_t *xbs, int64_t m,     \
+                            int64_t cols, float *out, int64_t out_stride) {                       \
+        (void)xbs;                                                                                \
+        int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                           \
+        for (int64_t r = r0; r < r1; r++) {                                                       \
+            const uint8_t *row = raw + r * row_bytes;                                             \
+            float acc[MAX_M], t[MAX_M];                                                           \
+            for (int64_t i = 0; i < m; i++) acc[i] = 0.0f;                                        \
+            for (int64_t c = 0; c < nc; c++) {                                                    \
+                int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;           \
+                for (int64_t i = 0; i < m; i++) t[i] = 0.0f;                                      \
+                for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {                                 \
+                    const uint8_t *blk = row + j * Q8_BB;                                         \
+                    const int8_t *w = (const int8_t *)(blk + 2);                                  \
+                    float d = f16_to_f32(rd16(blk));                                              \
+                    for (int64_t i = 0; i < m; i++) {                                             \
+                        int32_t s = DOT(w, xq + i * cols + j * 32);                               \
+                        t[i] += (float)s * d;                                                     \
+                    }                                                                             \
+                }                                                                                 \
+                for (int64_t i = 0; i < m; i++) acc[i] += t[i] * xd[i * nc + c];                  \
+            }                                                                                     \
+            for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = acc[i];                     \
+        }                                                                                         \
+    }
+
+DEFINE_Q8_0_ARM_ROWS(rows_q8_0_neon, , neon_q8_dot)
+#ifdef S2Q_DOTPROD
+DEFINE_Q8_0_ARM_ROWS(rows_q8_0_dot, S2Q_DOTPROD_TARGET, dot_q8_dot)
+#endif
+
+/* Q8_0 x int16 activations (I16_LAYOUT: block j's values 0-15 at I16_AT(j, 0), 16-31 at
+ * I16_AT(j, 16)); the weights are widened to int16 once per block for all rows. Each int32
+ * lane sums 8 products |.| <= 128*32767. sdot has no int16 form: the dotprod level uses this. */
+static void rows_q8_0_i16_neon(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1,
+                               const int8_t *xq8, const float *xd, const int16_t *xbs, int64_t m,
+                               int64_t cols, float *out, int64_t out_stride) {
+    (void)xbs;
+    const int16_t *xq = (const int16_t *)xq8;
+    int64_t nb = row_bytes / Q8_BB, nc = cols / QK;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = raw + r * row_bytes;
+        float acc[MAX_M], t[MAX_M];
+        for (int64_t i = 0; i < m; i++) acc[i] = 0.0f;
+        for (int64_t c = 0; c < nc; c++) {
+            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;
+            for (int64_t i = 0; i < m; i++) t[i] = 0.0f;
+            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {
+                const uint8_t *blk = row + j * Q8_BB;
+                int8x16_t wa = vld1q_s8((const int8_t *)(blk + 2)), wb = vld1q_s8((const int8_t *)(blk + 18));
+                int16x8_t w0 = vmovl_s8(vget_low_s8(wa)), w1 = vmovl_high_s8(wa);
+                int16x8_t w2 = vmovl_s8(vget_low_s8(wb)), w3 = vmovl_high_s8(wb);
+                float d = f16_to_f32(rd16(blk));
+                for (int64_t i = 0; i < m; i++) {
+                    const int16_t *x = xq + i * cols;
+                    int16x8_t x0 = vld1q_s16(x + I16_AT(j, 0)), x1 = vld1q_s16(x + I16_AT(j, 8));
+                    int16x8_t x2 = vld1q_s16(x + I16_AT(j, 16)), x3 = vld1q_s16(x + I16_AT(j, 24));
+                    int32x4_t a = vmull_s16(vget_low_s16(w0), vget_low_s16(x0));
+                    a = vmlal_high_s16(a, w0, x0);
+                    a = vmlal_s16(a, vget_low_s16(w1), vget_low_s16(x1));
+                    a = vmlal_high_s16(a, w1, x1);
+                    a = vmlal_s16(a, vget_low_s16(w2), vget_low_s16(x2));
+                    a = vmlal_high_s16(a, w2, x2);
+                    a = vmlal_s16(a, vget_low_s16(w3), vget_low_s16(x3));
+                    a = vmlal_high_s16(a, w3, x3);
+                    int32_t s = vaddvq_s32(a);
+                    t[i] += (float)s * d;
+                }
+            }
+            for (int64_t i = 0; i < m; i++) acc[i] += t[i] * xd[i * nc + c];
+        }
+        for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = acc[i];
+    }
+}
+
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+
+/* NEON is AArch64's baseline; sdot by the OS's report of the CPU (Linux hwcaps, macOS sysctl). */
+static int detect_level(void) {
+#if defined(S2Q_DOTPROD) && defined(__ARM_FEATURE_DOTPROD)
+    return L_DOTPROD;  /* the whole file targets it */
+#elif defined(S2Q_DOTPROD) && defined(__linux__)
+    return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) ? L_DOTPROD : L_NEON;
+#elif defined(S2Q_DOTPROD) && defined(__APPLE__)
+    int v = 0;
+    size_t n = sizeof v;
+    return sysctlbyname("hw.optional.arm.FEAT_DotProd", &v, &n, NULL, 0) == 0 && v ? L_DOTPROD : L_NEON;
+#else
+    return L_NEON;
+#endif
+}
+
+static void init_tables(void) {
+    rows_fn a[N_TYPES] = {rows_q4_k_neon, rows_q5_k_neon, rows_q6_k_neon, rows_q3_k_neon, rows_q2_k_neon,
+                          rows_q8_0_neon, rows_q8_0_i16_neon};
+    memcpy(ROWS[L_NEON], a, sizeof a);
+#ifdef S2Q_DOTPROD
+    rows_fn b[N_TYPES] = {rows_q4_k_dot, rows_q5_k_dot, rows_q6_k_dot, rows_q3_k_dot, rows_q2_k_dot,
+                          rows_q8_0_dot, rows_q8_0_i16_neon};
+    memcpy(ROWS[L_DOTPROD], b, sizeof b);
+#else
+    memcpy(ROWS[L_DOTPROD], a, sizeof a);  /* not offered by detect_level */
+#endif
+    best_level = detect_level();
+}
+#endif /* S2Q_ARM */
 
 /* ---- exported entry points (all-int64 signatures, called from numba) ---- */
 
@@ -1080,6 +1332,7 @@ static void quantize_avx2(const float *x, int64_t n_blocks, int8_t *xq, float *x
 }
 #else
 #define quantize_avx2 quantize_plain
+#define L_AVX2 1 /* any level: both names are the portable function */
 #endif
 
 /* resid: 0, or float32 like x: receives x minus its int8 approximation (the second plane). */
@@ -1162,6 +1415,7 @@ void s2q_gemv_tasks(int64_t type, int64_t raw, int64_t row_bytes, int64_t rows, 
     }
 }
 
+#ifndef S2Q_NO_PYTHON
 /* ---- Python module: introspection and addresses only; the work is called from numba ---- */
 
 static PyObject *py_level(PyObject *self, PyObject *args) {
@@ -1225,3 +1479,4 @@ PyMODINIT_FUNC PyInit__qdot(void) {
     }
     return mod;
 }
+#endif /* S2Q_NO_PYTHON */

@@ -44,7 +44,7 @@ import torch
 
 from s2studio.engine.kernels.qmatrix import QuantMatrix
 from s2studio.engine.model.dual_ar import DualAR
-from s2studio.engine.model.transformer import KVCache, apply_rope, feed_forward, linear, rms_norm
+from s2studio.engine.model.transformer import KVCache, apply_rope, feed_forward, linear, rms_norm, split_qkv
 from s2studio.engine.model.weights import LayerWeights, StackWeights
 from s2studio.errors import InputError
 
@@ -135,15 +135,7 @@ def static_layer(x: torch.Tensor, lw: LayerWeights, stack: StackWeights, cos: to
     """``layer_forward`` of n rows at ``positions`` (int64 (n,) tensor) against a preallocated
     cache ``kc``/``vc`` (Hkv, L, hd). cos/sin: the rows' RoPE tables (n, hd/2)."""
     cfg = stack.cfg
-    n = x.shape[0]
-    hd, nh, nkv = cfg.head_dim, cfg.n_head, cfg.n_kv_head
-    qkv = linear(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv)
-    q = qkv[:, : nh * hd].reshape(n, nh, hd)
-    k = qkv[:, nh * hd: (nh + nkv) * hd].reshape(n, nkv, hd)
-    v = qkv[:, (nh + nkv) * hd:].reshape(n, nkv, hd)
-    if lw.q_norm is not None:
-        q = rms_norm(q, lw.q_norm, cfg.norm_eps)
-        k = rms_norm(k, lw.k_norm, cfg.norm_eps)
+    q, k, v = split_qkv(linear(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv), lw, cfg)
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     q, k, v = q.transpose(0, 1), k.transpose(0, 1).contiguous(), v.transpose(0, 1).contiguous()
     # The rows attend to their own fresh float32 K/V (as ``attend`` does), then the cache keeps

@@ -201,18 +201,26 @@ def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, cache: KVC
     return out.reshape(h, n, hd).transpose(0, 1).reshape(n, h * hd)
 
 
+def split_qkv(qkv: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The fused projection's output (n, (H + 2·Hkv)·hd) → q (n, H, hd), k, v (n, Hkv, hd), with
+    the QK-norm where the layer has one (before RoPE, with the layer eps)."""
+    n = qkv.shape[0]
+    hd, nh, nkv = cfg.head_dim, cfg.n_head, cfg.n_kv_head
+    q = qkv[:, : nh * hd].reshape(n, nh, hd)
+    k = qkv[:, nh * hd: (nh + nkv) * hd].reshape(n, nkv, hd)
+    v = qkv[:, (nh + nkv) * hd:].reshape(n, nkv, hd)
+    if lw.q_norm is not None:
+        q = rms_norm(q, lw.q_norm, cfg.norm_eps)
+        k = rms_norm(k, lw.k_norm, cfg.norm_eps)
+    return q, k, v
+
+
 def layer_forward(x: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig, rope: RopeTable,
                   pos0: int, cache: KVCache | None, layer: int) -> torch.Tensor:
     """One pre-norm block. x: (n, dim) float32 on the layer's device."""
     n = x.shape[0]
-    hd, nh, nkv = cfg.head_dim, cfg.n_head, cfg.n_kv_head
-    qkv = linear(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv)
-    q = qkv[:, : nh * hd].reshape(n, nh, hd)
-    k = qkv[:, nh * hd: (nh + nkv) * hd].reshape(n, nkv, hd)
-    v = qkv[:, (nh + nkv) * hd:].reshape(n, nkv, hd)
-    if lw.q_norm is not None:  # QK-norm happens before RoPE, with the layer eps
-        q = rms_norm(q, lw.q_norm, cfg.norm_eps)
-        k = rms_norm(k, lw.k_norm, cfg.norm_eps)
+    q, k, v = split_qkv(linear(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv), lw, cfg)
     cos, sin = rope.get(pos0, n, x.device)
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     q, k, v = q.transpose(0, 1), k.transpose(0, 1).contiguous(), v.transpose(0, 1).contiguous()
@@ -291,16 +299,8 @@ def layer_forward_batch(x: torch.Tensor, lw: LayerWeights, cfg: TransformerConfi
     """``layer_forward`` for several requests at once: x holds each request's rows in turn
     (``seqs`` in order). Each request attends to its own cache at its own positions; only
     the matmuls are shared."""
-    hd, nh, nkv = cfg.head_dim, cfg.n_head, cfg.n_kv_head
     sizes = [s.n for s in seqs]
-    n = x.shape[0]
-    qkv = linear_grouped(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv, sizes)
-    q = qkv[:, : nh * hd].reshape(n, nh, hd)
-    k = qkv[:, nh * hd: (nh + nkv) * hd].reshape(n, nkv, hd)
-    v = qkv[:, (nh + nkv) * hd:].reshape(n, nkv, hd)
-    if lw.q_norm is not None:
-        q = rms_norm(q, lw.q_norm, cfg.norm_eps)
-        k = rms_norm(k, lw.k_norm, cfg.norm_eps)
+    q, k, v = split_qkv(linear_grouped(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv, sizes), lw, cfg)
     tables = [rope.get(s.pos0, s.n, x.device) for s in seqs]
     cos = torch.cat([c for c, _ in tables])
     sin = torch.cat([s for _, s in tables])

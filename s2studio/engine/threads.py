@@ -13,6 +13,7 @@ import os
 import torch
 
 import s2studio
+from s2studio.engine.kernels import common as qkernels
 from s2studio.engine.limits import check
 
 log = logging.getLogger(__name__)
@@ -45,5 +46,10 @@ def set_threads(n: int) -> int:
         log.warning("torch was imported before s2studio, so its idle threads spin: on a busy machine "
                     "generation can be many times slower. Import s2studio first, or set "
                     "OMP_WAIT_POLICY=PASSIVE before starting Python.")
+    # numba's OpenMP layer, when its first use starts it, sets the OpenMP thread count of the
+    # whole process to NUMBA_NUM_THREADS (all cores), and torch shares that runtime (both load
+    # libgomp.so.1, and the process keeps one): set torch's count after numba's layer is up,
+    # or the first kernel call quietly turns --threads 1 into every core for torch's ops.
+    qkernels.sync_threads(count)
     torch.set_num_threads(count)
     return count

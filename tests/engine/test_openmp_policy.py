@@ -41,3 +41,22 @@ def test_torch_imported_first_is_reported_once():
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["PASSIVE", "True"]
     assert r.stderr.count("idle threads spin") == 1
+
+
+def test_threads_setting_survives_the_first_kernel_call():
+    """numba's OpenMP layer sets the process's OpenMP thread count to all cores when its first
+    use starts it, and torch shares that runtime: --threads 1 must still hold for torch's ops
+    after a quantized GEMV (it did not: torch ran on every core from the first kernel call on)."""
+    code = (
+        "import s2studio, torch\n"
+        "from s2studio.engine.threads import set_threads\n"
+        "from s2studio.engine.kernels.qmatrix import QuantMatrix\n"
+        "from s2studio.devtools.quant_blocks import random_blocks\n"
+        "set_threads(1)\n"
+        "m = QuantMatrix('Q8_0', random_blocks('Q8_0', 64, 256, seed=0), (64, 256))\n"
+        "m.matmul_t(torch.randn(1, 256))\n"
+        "print(torch.get_num_threads())\n"
+    )
+    r = _run(code, NUMBA_NUM_THREADS="2")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1"]

@@ -901,6 +901,21 @@ DEFINE_AVX512_ROWS(rows_q6_k_vnni, z_q6_k, 210, AVX512VNNI_T, MADD_ADD_VNNI)
 DEFINE_AVX512_ROWS(rows_q3_k_vnni, z_q3_k, 110, AVX512VNNI_T, MADD_ADD_VNNI)
 DEFINE_AVX512_ROWS(rows_q2_k_vnni, z_q2_k, 84, AVX512VNNI_T, MADD_ADD_VNNI)
 
+/* The two blocks' float16 scales as one vector (lanes 0-7: blk, 8-15: the next block, or zeros
+ * where blk is the chunk's lone last block), and a 512-bit row sum: its halves added, then
+ * hsum256's fixed order. Shared by the Q8_0 int8 and int16 rows. */
+S2Q_TARGET(AVX512_T) S2Q_INLINE __m512 q8_pair_scales512(const uint8_t *blk, int two) {
+    __m256 d0 = _mm256_set1_ps(F16(blk));
+    __m256 d1 = two ? _mm256_set1_ps(F16(blk + Q8_BB)) : _mm256_setzero_ps();
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(d0)),
+                                               _mm256_castps_pd(d1), 1));
+}
+
+S2Q_TARGET(AVX512_T) S2Q_INLINE float hsum512(__m512 a) {
+    return hsum256(_mm256_add_ps(_mm512_castps512_ps256(a),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))));
+}
+
 /* Q8_0 on AVX-512: two blocks per 64-byte register (the last chunk may end on one: the second
  * half is then zero weights). No vpsignb at 512 bits: the activations are negated under the
  * mask of w's sign bits (one masked vpsubb). BW: vpmaddubsw + vpmaddwd by ones; VNNI: vpdpbusd
@@ -927,13 +942,10 @@ DEFINE_AVX512_ROWS(rows_q2_k_vnni, z_q2_k, 84, AVX512VNNI_T, MADD_ADD_VNNI)
                     _mm_prefetch((const char *)(blk + Q8_PF_BYTES), _MM_HINT_T0);     \
                     int two = j + 1 < j1;                                                        \
                     __m256i w1 = two ? V(blk + Q8_BB + 2) : _mm256_setzero_si256();             \
-                    __m256 d0 = _mm256_set1_ps(F16(blk));                                        \
-                    __m256 d1 = two ? _mm256_set1_ps(F16(blk + Q8_BB)) : _mm256_setzero_ps();   \
                     __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(V(blk + 2)), w1, 1);   \
                     __m512i aw = _mm512_abs_epi8(w);                                             \
                     __mmask64 neg = _mm512_movepi8_mask(w);                                      \
-                    __m512 dv = _mm512_castpd_ps(_mm512_insertf64x4(                             \
-                        _mm512_castpd256_pd512(_mm256_castps_pd(d0)), _mm256_castps_pd(d1), 1)); \
+                    __m512 dv = q8_pair_scales512(blk, two);                                     \
                     for (int64_t i = 0; i < m; i++) {                                            \
                         /* 64 bytes even for a lone last block: cols is padded to 256 */        \
                         __m512i xv = _mm512_loadu_si512((const void *)(xq + i * cols + j * 32)); \
@@ -944,9 +956,7 @@ DEFINE_AVX512_ROWS(rows_q2_k_vnni, z_q2_k, 84, AVX512VNNI_T, MADD_ADD_VNNI)
                 for (int64_t i = 0; i < m; i++)                                                  \
                     acc[i] = _mm512_fmadd_ps(t[i], _mm512_set1_ps(xd[i * nc + c]), acc[i]);      \
             }                                                                                    \
-            for (int64_t i = 0; i < m; i++)                                                      \
-                out[i * out_stride + r] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[i]),  \
-                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1))));     \
+            for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = hsum512(acc[i]);           \
         }                                                                                        \
     }                                                                                            \
     S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
@@ -991,10 +1001,7 @@ DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_vnni, AVX512VNNI_T, Q8_DOT_VNNI)
                         _mm256_castsi128_si256(H128(blk + 2)), two ? H128(blk + Q8_BB + 2) : z, 1)); \
                     __m512i wb = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(                   \
                         _mm256_castsi128_si256(H128(blk + 18)), two ? H128(blk + Q8_BB + 18) : z, 1)); \
-                    __m256 d0 = _mm256_set1_ps(F16(blk));                                        \
-                    __m256 d1 = two ? _mm256_set1_ps(F16(blk + Q8_BB)) : _mm256_setzero_ps();   \
-                    __m512 dv = _mm512_castpd_ps(_mm512_insertf64x4(                             \
-                        _mm512_castpd256_pd512(_mm256_castps_pd(d0)), _mm256_castps_pd(d1), 1)); \
+                    __m512 dv = q8_pair_scales512(blk, two);                                     \
                     for (int64_t i = 0; i < m; i++) {                                            \
                         const int16_t *x = xq + i * cols + I16_AT(j, 0);                         \
                         __m512i p = DOT(wa, _mm512_loadu_si512((const void *)x), wb,             \
@@ -1005,9 +1012,7 @@ DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_vnni, AVX512VNNI_T, Q8_DOT_VNNI)
                 for (int64_t i = 0; i < m; i++)                                                  \
                     acc[i] = _mm512_fmadd_ps(t[i], _mm512_set1_ps(xd[i * nc + c]), acc[i]);      \
             }                                                                                    \
-            for (int64_t i = 0; i < m; i++)                                                      \
-                out[i * out_stride + r] = hsum256(_mm256_add_ps(_mm512_castps512_ps256(acc[i]),  \
-                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1))));     \
+            for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = hsum512(acc[i]);           \
         }                                                                                        \
     }                                                                                            \
     S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \

@@ -32,6 +32,7 @@ SAMPLES_PER_CODE_FRAME = 2048
 MAX_REFERENCE_SECONDS = 60.0  # s2studio.audio.DEFAULT_MAX_REFERENCE_SECONDS
 
 MAX_TEXT_CHARS = 100_000
+MAX_DIALOGUE_SPEAKERS = 64  # speaker -> voice entries of one dialogue take (each voice is held while it runs)
 MAX_CONTEXT = 32_768  # S2 Pro's context_length; a model file may declare less
 MAX_REFERENCE_SAMPLES = int(MAX_REFERENCE_SECONDS * CODEC_SAMPLE_RATE)
 MAX_REFERENCE_FRAMES = int(math.ceil(MAX_REFERENCE_SAMPLES / SAMPLES_PER_CODE_FRAME))  # 1292

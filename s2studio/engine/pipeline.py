@@ -17,19 +17,31 @@ import dataclasses
 import functools
 import gc
 import logging
+import os
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import Generator, Iterator
 
 import numpy as np
 
-from s2studio.errors import GenerationError, InputError, ModelFileError
-from s2studio.engine.params import GenerationParams
+from s2studio.engine.api import (  # noqa: F401 - the value types, importable from here as before
+    AudioChunk,
+    ModelInfo,
+    PostProcess,
+    ProgressCallback,
+    Segmentation,
+    SegmentResult,
+    SynthesisJob,
+    SynthesisRequest,
+    SynthesisResult,
+    Timings,
+)
+from s2studio.engine.params import GenerationParams  # noqa: F401
+from s2studio.engine.take import SegmentOutcome, VoiceChoice, assemble_take, segments_of, split_request_text, voice_for
+from s2studio.errors import InputError, ModelFileError
 
 log = logging.getLogger(__name__)
-
-ProgressCallback = Callable[[str, float], None]  # (stage, fraction of that stage done)
 
 CODEC_MODES = ("auto", "cpu", "follow")
 
@@ -49,144 +61,6 @@ class EngineSettings:
     # Decode steps of a take run alone: auto (CUDA graphs when the whole model is on one CUDA
     # GPU, else the dynamic path) | on | off | eager | compile (engine.model.static_step.MODES).
     cuda_graphs: str = "auto"
-
-
-@dataclass(frozen=True)
-class PostProcess:
-    """s2.cpp's optional clean-up of the finished take (all off by default)."""
-
-    trim_silence: bool = False
-    normalize: bool = False  # peak-normalize to 0.95
-    dynamic_normalize: bool = False
-
-
-@dataclass(frozen=True)
-class Segmentation:
-    """Long text: split into sentences (then clauses past ``max_chars``), synthesise each
-    independently with the same voice, ``pause_ms`` of silence between them. Off by default,
-    as in s2.cpp's CLI (its server has it as ``segment_sentences``)."""
-
-    enabled: bool = False
-    max_chars: int = 0  # 0: no limit; otherwise cut longer sentences at clauses, then spaces
-    pause_ms: int = 180
-    mode: str = "sentences"  # "sentences" (Unicode-aware) | "s2cpp" (s2.cpp's ASCII rules)
-
-
-@dataclass(frozen=True, eq=False)
-class SynthesisRequest:
-    """Everything one take needs. With a ``voice`` id (from the pipeline's voice library),
-    ``reference_codes`` + ``reference_text`` or ``reference_audio`` + ``reference_text``."""
-
-    text: str
-    voice: str | None = None
-    reference_audio: np.ndarray | None = None  # mono float32 at the codec rate (44.1 kHz)
-    reference_codes: np.ndarray | None = None  # int32 [10, T], e.g. from a voice profile
-    reference_text: str | None = None  # transcript of the reference; required with one
-    generation: GenerationParams = GenerationParams()  # its seed is the take's base seed
-    segmentation: Segmentation = Segmentation()
-    only_segments: tuple[int, ...] | None = None  # regenerate just these segments of the text
-    # An explicit seed for some segments (index -> seed) instead of the one derived from the base
-    # seed: a studio regenerates one sentence with a fresh seed, or replays a kept version's seed.
-    segment_seeds: dict[int, int] | None = None
-    postprocess: PostProcess = PostProcess()
-    stream_stride: int = 4  # frames per streamed chunk (4 ≈ 186 ms, as s2.cpp's server)
-
-
-@dataclass(frozen=True)
-class AudioChunk:
-    """Audio as it is decoded. A pause between segments arrives as a chunk of zeros with
-    ``frame_count == 0``."""
-
-    samples: np.ndarray  # float32 mono
-    sample_rate: int
-    segment: int  # index into the text's segments
-    segment_count: int
-    frame_start: int  # first frame of this chunk within its segment
-    frame_count: int
-
-
-@dataclass
-class SegmentResult:
-    index: int
-    text: str
-    seed: int
-    codes: np.ndarray  # int32 [num_codebooks, frames]
-    stop_reason: str
-    start_sample: int  # where this segment's speech starts in the take's audio
-    end_sample: int
-    # The segment's own audio (after the per-segment trim, before the whole take's
-    # post-processing): what a studio keeps to re-assemble a take from sentence versions.
-    audio: np.ndarray | None = None
-
-
-@dataclass
-class Timings:
-    load_s: float = 0.0
-    encode_reference_s: float = 0.0
-    prefill_s: float = 0.0
-    generate_s: float = 0.0  # Slow-AR steps + Fast-AR, after prefill
-    decode_s: float = 0.0  # codec
-    total_s: float = 0.0  # synthesis, after loading (as s2.cpp's total_rtf)
-    frames: int = 0
-    audio_s: float = 0.0
-    first_audio_s: float = 0.0  # from the start of synthesis to the first decoded chunk
-    decode_chunks: int = 0  # codec calls (streaming chunks) that decode_s was spent on
-
-    @property
-    def ms_per_chunk(self) -> float:
-        return 1000.0 * self.decode_s / max(self.decode_chunks, 1)
-
-    @property
-    def ms_per_frame(self) -> float:
-        return 1000.0 * self.generate_s / max(self.frames, 1)
-
-    @property
-    def real_time_factor(self) -> float:
-        """Compute time per second of audio (< 1 is faster than real time)."""
-        return self.total_s / self.audio_s if self.audio_s > 0 else float("inf")
-
-
-@dataclass
-class SynthesisResult:
-    audio: np.ndarray  # float32 mono, post-processed, pauses included
-    sample_rate: int
-    codes: np.ndarray  # int32 [num_codebooks, frames], all segments one after another
-    seed: int  # the base seed; segment k used segments[k].seed
-    stop_reason: str  # of the last segment run: "end" | "max_tokens" | "cancelled"
-    segments: list[SegmentResult] = field(default_factory=list)
-    timings: Timings = field(default_factory=Timings)
-    # every segment the text was spoken in (engine.text.segmentation.Segment), generated this time
-    # or not: what ``only_segments`` indices refer to
-    all_segments: list = field(default_factory=list)
-
-    @property
-    def cancelled(self) -> bool:
-        return self.stop_reason == "cancelled"
-
-
-class SynthesisJob:
-    """Iterate for ``AudioChunk``s; ``result`` is set once iteration ends."""
-
-    def __init__(self, run: Callable[["SynthesisJob"], Iterator[AudioChunk]]):
-        self._cancel = threading.Event()
-        self.result: SynthesisResult | None = None
-        self._iter = run(self)
-
-    @property
-    def cancel_event(self) -> threading.Event:
-        return self._cancel
-
-    def cancel(self) -> None:
-        self._cancel.set()
-
-    def __iter__(self) -> Iterator[AudioChunk]:
-        return self._iter
-
-    def run_to_end(self) -> SynthesisResult:
-        for _ in self._iter:
-            pass
-        assert self.result is not None
-        return self.result
 
 
 class Pipeline:
@@ -331,10 +205,27 @@ class Pipeline:
         self.load()
         return self.codec.sample_rate
 
-    def segments_of(self, request: "SynthesisRequest") -> list:
+    def segments_of(self, request: SynthesisRequest) -> list:
         """The segments the request's text will be spoken in (with their seeds), before any
-        re-split to fit the model's context (see ``_segments_fitting_context``)."""
-        return split_request_text(request.text, request.segmentation, request.generation.seed)
+        re-split to fit the model's context (see ``LocalTake.plan``)."""
+        return segments_of(request)
+
+    def model_info(self, load: bool = True) -> ModelInfo:
+        """What the model is; ``load=False`` answers without loading (fields None until loaded)."""
+        if load:
+            self.load()
+        s, placement, codec_placement = self._settings, self.placement, self.codec_placement
+        cfg = self.model.cfg if self.model is not None else None
+        return ModelInfo(
+            name=os.path.basename(s.model_path), loaded=self.is_loaded,
+            sample_rate=self.codec.sample_rate if self.codec is not None else None,
+            num_codebooks=cfg.num_codebooks if cfg is not None else None,
+            codebook_size=cfg.codebook_size if cfg is not None else None,
+            context_length=cfg.context_length if cfg is not None else None,
+            device=placement.fast_device if placement is not None else s.device,
+            gpu_layers=placement.gpu_layer_count if placement is not None else None,
+            codec_device=str(codec_placement.device) if codec_placement is not None else None,
+            codec_reason=str(getattr(codec_placement, "reason", "") or ""))
 
     # ---- synthesis ------------------------------------------------------------------------
     def encode_reference(self, samples: np.ndarray) -> np.ndarray:
@@ -346,6 +237,25 @@ class Pipeline:
         self.load()
         with self._lock, self._codec_lock:
             return self.codec.encode(np.asarray(samples, dtype=np.float32))
+
+    def encode_voice(self, samples: np.ndarray, transcript: str):
+        """A reference clip and its transcript → a ``VoiceProfile`` made with this codec."""
+        from s2studio.engine.voices import VoiceProfile
+
+        if not (transcript or "").strip():
+            raise InputError("A voice needs the transcript of what is said in the clip.")
+        codes = self.encode_reference(samples)
+        return VoiceProfile(codes=codes, transcript=transcript, sample_rate=self.codec.sample_rate,
+                            codebook_size=self.model.cfg.codebook_size)
+
+    def check_voice(self, profile, path) -> None:
+        """A voice's codes against this model and codec (``IncompatibleVoiceError`` naming ``path``)."""
+        from s2studio.engine.voices import check_compatible
+
+        self.load()
+        cfg = self.model.cfg
+        check_compatible(profile, num_codebooks=cfg.num_codebooks, codebook_size=cfg.codebook_size,
+                         sample_rate=self.codec.sample_rate, path=path)
 
     def synthesize(self, request: SynthesisRequest, *, batched: bool = False) -> SynthesisJob:
         """A job for ``request``. ``batched``: decode it together with the other batched jobs
@@ -369,7 +279,7 @@ class Pipeline:
                     timings.load_s = self.last_load_s
                 frames = functools.partial(generate_frames, self.model, im_end_id=self.tokenizer.im_end_id,
                                            cuda_graphs=self._settings.cuda_graphs)
-                yield from self._run_take(request, job, timings, frames)
+                yield from assemble_take(request, LocalTake(self, frames), job, timings)
             finally:
                 # A take's KV cache can be large (prompt + frames); it must not stay alive
                 # until the next take.
@@ -385,7 +295,7 @@ class Pipeline:
                 self.load()
                 timings.load_s = self.last_load_s
             batcher = self._frame_batcher()
-        yield from self._run_take(request, job, timings, batcher.frames)
+        yield from assemble_take(request, LocalTake(self, batcher.frames), job, timings)
 
     def _frame_batcher(self):
         """(under the lock) The batcher of the loaded model; a reload gets a new one (takes
@@ -397,100 +307,67 @@ class Pipeline:
             b = self._batcher = FrameBatcher(self.model, self.tokenizer.im_end_id, model_lock=self._lock)
         return b
 
-    def _run_take(self, request: SynthesisRequest, job: SynthesisJob, timings: Timings, frame_source
-                  ) -> Iterator[AudioChunk]:
-        """The take: segments, prompts, frames from ``frame_source`` (``generate_frames``'
-        signature without the model), streamed codec decode, post-processing."""
-        from s2studio.engine.model.generate import GenerationStats
+    def resolve_voice(self, voice: VoiceChoice, timings: Timings) -> tuple[np.ndarray | None, str | None]:
+        """The reference codes and transcript of a voice (saved id, codes, or audio to encode)."""
+        if voice.voice is not None:
+            stored = self.voices.get(voice.voice)
+            self.check_voice(stored.profile, self.voices.path_for(stored.id))
+            return stored.codes, stored.transcript
+        if voice.reference_codes is not None:
+            return np.asarray(voice.reference_codes), voice.reference_text
+        if voice.reference_audio is not None:
+            t = time.perf_counter()
+            with self._codec_lock:
+                codes = self.codec.encode(np.asarray(voice.reference_audio, dtype=np.float32))
+            timings.encode_reference_s += time.perf_counter() - t
+            return codes, voice.reference_text
+        return None, None
 
-        t_start = time.perf_counter()  # total_s and the real-time factor exclude loading
 
-        def first(chunk: AudioChunk) -> AudioChunk:
-            if not timings.first_audio_s:
-                timings.first_audio_s = time.perf_counter() - t_start
-            return chunk
+class LocalTake:
+    """The local engine's side of one take (:class:`engine.take.SegmentRenderer`): prompts that
+    fit the model's context, frames from ``frame_source`` (``generate_frames``' signature
+    without the model: the take alone, or the batcher's), streamed codec decode."""
 
-        model, codec = self.model, self.codec
-        ref_codes, ref_text = self._reference(request, timings)
-        # Build every prompt first: a bad segment, or one the model's context cannot hold,
-        # fails before any audio is produced.
-        segments, all_prompts, segmented = self._segments_fitting_context(request, ref_codes, ref_text)
+    verb = "synthesized"
+
+    def __init__(self, pipeline: Pipeline, frame_source):
+        self.pipeline = pipeline
+        self.model, self.codec, self.tokenizer = pipeline.model, pipeline.codec, pipeline.tokenizer
+        self.frame_source = frame_source
+        self.sample_rate = self.codec.sample_rate
+        self.num_codebooks = self.model.cfg.num_codebooks
+        self.request: SynthesisRequest | None = None
+        self.prompts: dict[int, np.ndarray] = {}
+        self._segment_count = 0
+
+    def plan(self, request: SynthesisRequest, timings: Timings) -> tuple[list, bool]:
+        """Every voice resolved once, every prompt built first: a bad segment, or one the model's
+        context cannot hold, fails before any audio is produced."""
+        from s2studio.engine.take import wanted_segments
+
+        self.request = request
+        references: dict[tuple, tuple] = {}
+
+        def reference(segment):
+            voice = voice_for(request, segment)
+            if voice.key not in references:
+                references[voice.key] = self.pipeline.resolve_voice(voice, timings)
+            return references[voice.key]
+
+        segments, prompts, segmented = self._segments_fitting_context(request, reference)
         wanted = wanted_segments(request, len(segments))
-        prompts = {i: all_prompts[i] for i in wanted}
-        del all_prompts
-        base_seed = take_seed(request)
-        take: list[np.ndarray] = []  # audio pieces of the take, pauses included
-        results: list[SegmentResult] = []
-        stop_reason = ""
-        n_seg = len(segments)
-        for seg in segments:
-            if seg.index not in wanted:
-                continue
-            if job.cancel_event.is_set():
-                stop_reason = "cancelled"
-                break
-            seed = segment_seed(request, base_seed, seg.index, segmented)
-            params = dataclasses.replace(request.generation, seed=seed)
-            stats = GenerationStats()
-            decoder = codec.stream_decoder()
-            frames: list[np.ndarray] = []
-            pending: list[np.ndarray] = []
-            pieces: list[np.ndarray] = []
-            for frame in frame_source(prompts[seg.index], params, cancel=job.cancel_event, stats=stats):
-                frames.append(frame.codes)
-                pending.append(frame.codes)
-                if job.cancel_event.is_set():
-                    break  # Stop answers within one frame: no decode after a cancel
-                if len(pending) >= request.stream_stride:
-                    yield first(self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings))
-            if job.cancel_event.is_set():
-                stats.stop_reason = "cancelled"
-                del frames[len(frames) - len(pending):]  # keep codes and audio in step
-                pending.clear()
-            if pending:
-                yield first(self._decode_chunk(decoder, pending, frames, seg.index, n_seg, pieces, timings))
-            timings.prefill_s += stats.prefill_s
-            timings.generate_s += stats.slow_s + stats.fast_s
-            timings.frames += stats.frames
-            stop_reason = stats.stop_reason
-            audio, start = place_segment(take, pieces, request, n_seg, codec.sample_rate)
-            codes = np.stack(frames, axis=1) if frames else np.zeros((model.cfg.num_codebooks, 0), np.int32)
-            results.append(SegmentResult(seg.index, seg.text, seed, codes, stop_reason, start, start + len(audio),
-                                         audio))
-            if stop_reason == "cancelled":
-                break
-            silence = pause_after(take, seg, request, n_seg, codec.sample_rate)
-            if silence is not None:
-                yield AudioChunk(silence, codec.sample_rate, seg.index, n_seg, len(frames), 0)
-        if not any(r.codes.shape[1] for r in results) and stop_reason != "cancelled":
-            raise GenerationError("The model ended the utterance before producing any audio. "
-                                  "Try other text, a higher temperature or another seed.")
-        audio = np.concatenate(take) if take else np.zeros(0, dtype=np.float32)
-        pp = request.postprocess
-        if len(audio) and (pp.trim_silence or pp.normalize or pp.dynamic_normalize):
-            from s2studio.audio import apply_postprocess
+        self.prompts = {i: prompts[i] for i in wanted}
+        self._segment_count = len(segments)
+        return segments, segmented
 
-            audio = apply_postprocess(audio, codec.sample_rate, **dataclasses.asdict(pp))
-        timings.audio_s = len(audio) / codec.sample_rate
-        timings.total_s = time.perf_counter() - t_start
-        all_codes = np.concatenate([r.codes for r in results], axis=1) if results else \
-            np.zeros((model.cfg.num_codebooks, 0), np.int32)
-        job.result = SynthesisResult(audio.astype(np.float32, copy=False), codec.sample_rate, all_codes,
-                                     base_seed, stop_reason, results, timings, list(segments))
-        log.info("synthesized %.2f s of audio (%d segment(s)) in %.2f s: %d frames, %.0f ms/frame, "
-                 "prefill %.2f s, codec %.2f s, seed %d, %s", timings.audio_s, len(results), timings.total_s,
-                 timings.frames, timings.ms_per_frame, timings.prefill_s, timings.decode_s, base_seed,
-                 stop_reason)
-
-    def _segments_fitting_context(self, request: SynthesisRequest, ref_codes, ref_text
-                                  ) -> tuple[list, list[np.ndarray], bool]:
+    def _segments_fitting_context(self, request: SynthesisRequest, reference) -> tuple[list, list[np.ndarray], bool]:
         """The request's segments and every segment's prompt, each prompt short enough that
         it plus ``max_new_tokens`` fits the model's context. A text too long for one prompt is
         split into sentences (then clauses and spaces) at a character limit that makes every
         piece fit; the same request always splits the same way, so ``only_segments`` indices
         stay meaningful. Returns (segments, prompts, segmented)."""
         from s2studio.engine.model.generate import check_fits_context
-        from s2studio.engine.text.segmentation import pack_segments, split_text
 
         model, tok = self.model, self.tokenizer
         context, n_max = model.cfg.context_length, request.generation.max_new_tokens
@@ -499,12 +376,12 @@ class Pipeline:
         def prompts_for(segments):
             if not segments:
                 raise InputError("There is no text to speak: the text is empty or only whitespace.")
-            return [build_prompt_for(tok, model, s.text, ref_codes, ref_text) for s in segments]
+            return [build_prompt_for(tok, model, s.text, *reference(s)) for s in segments]
 
         def fits(prompts) -> bool:
             return max(p.shape[1] for p in prompts) + n_max <= context
 
-        segments = self.segments_of(request)
+        segments = segments_of(request)
         prompts = prompts_for(segments)
         if fits(prompts):
             return segments, prompts, seg.enabled
@@ -520,10 +397,8 @@ class Pipeline:
         if seg.max_chars:
             max_chars = min(max_chars, seg.max_chars)
         while True:
-            segments = split_text(request.text, max_chars=max_chars, mode=seg.mode, pause_ms=seg.pause_ms,
-                                  seed=request.generation.seed)
-            if not seg.enabled:  # not asked for sentences: as few pieces as fit
-                segments = pack_segments(segments, max_chars, pause_ms=seg.pause_ms, seed=request.generation.seed)
+            segments = split_request_text(request.text, seg, request.generation.seed, request.speaker_voices,
+                                          fit_chars=max_chars)
             prompts = prompts_for(segments)
             if fits(prompts):
                 log.info("the text is too long for one prompt (context %d, max_new_tokens %d): split into %d "
@@ -534,30 +409,39 @@ class Pipeline:
                 check_fits_context(worst, n_max, context)  # raises: names the numbers
             max_chars = max(1, int(max_chars * 0.7))
 
-    def _reference(self, request: SynthesisRequest, timings: Timings) -> tuple[np.ndarray | None, str | None]:
-        """The reference codes and transcript of a request (voice, codes, or audio to encode)."""
-        if request.voice is not None:
-            from s2studio.engine.voices import check_compatible
+    def render(self, segment, voice: VoiceChoice, seed: int, job: SynthesisJob, timings: Timings
+               ) -> Generator[AudioChunk, None, SegmentOutcome]:
+        from s2studio.engine.model.generate import GenerationStats
 
-            voice = self.voices.get(request.voice)
-            cfg = self.model.cfg
-            check_compatible(voice.profile, num_codebooks=cfg.num_codebooks, codebook_size=cfg.codebook_size,
-                             sample_rate=self.codec.sample_rate, path=self.voices.path_for(voice.id))
-            return voice.codes, voice.transcript
-        if request.reference_codes is not None:
-            return np.asarray(request.reference_codes), request.reference_text
-        if request.reference_audio is not None:
-            t = time.perf_counter()
-            with self._codec_lock:
-                codes = self.codec.encode(np.asarray(request.reference_audio, dtype=np.float32))
-            timings.encode_reference_s = time.perf_counter() - t
-            return codes, request.reference_text
-        return None, None
+        request = self.request
+        params = dataclasses.replace(request.generation, seed=seed)
+        stats = GenerationStats()
+        decoder = self.codec.stream_decoder()
+        frames: list[np.ndarray] = []
+        pending: list[np.ndarray] = []
+        n_seg = self._segment_count
+        for frame in self.frame_source(self.prompts[segment.index], params, cancel=job.cancel_event, stats=stats):
+            frames.append(frame.codes)
+            pending.append(frame.codes)
+            if job.cancel_event.is_set():
+                break  # Stop answers within one frame: no decode after a cancel
+            if len(pending) >= request.stream_stride:
+                yield self._decode_chunk(decoder, pending, len(frames), segment.index, n_seg, timings)
+        if job.cancel_event.is_set():
+            stats.stop_reason = "cancelled"
+            del frames[len(frames) - len(pending):]  # keep codes and audio in step
+            pending.clear()
+        if pending:
+            yield self._decode_chunk(decoder, pending, len(frames), segment.index, n_seg, timings)
+        timings.prefill_s += stats.prefill_s
+        timings.generate_s += stats.slow_s + stats.fast_s
+        codes = np.stack(frames, axis=1) if frames else np.zeros((self.num_codebooks, 0), np.int32)
+        return SegmentOutcome(stats.stop_reason, len(frames), codes)
 
-    def _decode_chunk(self, decoder, pending: list[np.ndarray], frames: list[np.ndarray], segment: int, n_seg: int,
-                      pieces: list[np.ndarray], timings: Timings) -> AudioChunk:
+    def _decode_chunk(self, decoder, pending: list[np.ndarray], frames_so_far: int, segment: int, n_seg: int,
+                      timings: Timings) -> AudioChunk:
         t = time.perf_counter()
-        with self._codec_lock:
+        with self.pipeline._codec_lock:
             samples = decoder.feed(np.stack(pending, axis=1))
         timings.decode_s += time.perf_counter() - t
         if not np.isfinite(samples).all():  # NaN/Inf codec weights: one message, never a NaN WAV
@@ -565,9 +449,7 @@ class Pipeline:
                                  "the audio codec produced non-finite samples (NaN or infinity): its "
                                  "weights (c.*) or metadata are damaged. Download the model again.")
         timings.decode_chunks += 1
-        chunk = AudioChunk(samples, decoder.codec.sample_rate, segment, n_seg, len(frames) - len(pending),
-                           len(pending))
-        pieces.append(samples)
+        chunk = AudioChunk(samples, self.sample_rate, segment, n_seg, frames_so_far - len(pending), len(pending))
         pending.clear()
         return chunk
 
@@ -594,6 +476,7 @@ def check_request(request: SynthesisRequest) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
             raise InputError(f"segment_seeds[{index}] must be a whole number from 0 to 2**63-1, not {seed!r}.")
     request.generation.validated()
+    check_speaker_voices(request.speaker_voices)
     has_ref = request.reference_audio is not None or request.reference_codes is not None
     if request.voice is not None and has_ref:
         raise InputError("Give either a saved voice or reference audio, not both.")
@@ -609,17 +492,20 @@ def check_request(request: SynthesisRequest) -> None:
         check("reference_frames", int(shape[1]), label="reference_codes (frames)")
 
 
-def split_request_text(text: str, segmentation: Segmentation, seed: int | None = None) -> list:
-    """The segments ``text`` is spoken in under ``segmentation`` (``Segment``: index, text,
-    speaker, pause after, seed): the pipeline's split, torch-free, so a UI can show a script as
-    the sentences it will be generated in. (A text too long for the model's context is split
-    further when spoken; ``SynthesisResult.all_segments`` has the segments really used.)"""
-    from s2studio.engine.text.segmentation import Segment, split_text
+def check_speaker_voices(speaker_voices) -> None:
+    """A dialogue's speaker → voice map: speaker numbers 0..MAX_SPEAKER, voice ids as text
+    (each is checked against the library when the take is planned)."""
+    from s2studio.engine.limits import MAX_DIALOGUE_SPEAKERS
 
-    if not segmentation.enabled:
-        return [Segment(0, text, None, 0, seed)]
-    return split_text(text, max_chars=segmentation.max_chars, mode=segmentation.mode,
-                      pause_ms=segmentation.pause_ms, seed=seed)
+    if speaker_voices is None:
+        return
+    if not isinstance(speaker_voices, dict) or len(speaker_voices) > MAX_DIALOGUE_SPEAKERS:
+        raise InputError(f"speaker_voices must map at most {MAX_DIALOGUE_SPEAKERS} speaker numbers to voice ids.")
+    for speaker, voice in speaker_voices.items():
+        if isinstance(speaker, bool) or not isinstance(speaker, int) or not 0 <= speaker < 1000:
+            raise InputError(f"speaker_voices: a speaker is a number from 0 to 999, not {speaker!r}.")
+        if not isinstance(voice, str) or not voice.strip():
+            raise InputError(f"speaker_voices[{speaker}] must be a saved voice's id, not {voice!r}.")
 
 
 def build_prompt_for(tok, model, text: str, ref_codes, ref_text) -> np.ndarray:
@@ -628,63 +514,3 @@ def build_prompt_for(tok, model, text: str, ref_codes, ref_text) -> np.ndarray:
     return build_prompt(tok, text, semantic_begin_id=model.cfg.semantic_begin_id,
                         num_codebooks=model.cfg.num_codebooks, ref_codes=ref_codes,
                         ref_text=ref_text if ref_codes is not None else None)
-
-
-# ---- assembling a take from its segments (shared with the remote engine, so that a take made
-# through a server is put together exactly as a local one) ----------------------------------------
-def wanted_segments(request: SynthesisRequest, n_segments: int) -> set[int]:
-    """The segments a request asks for: all, or its ``only_segments`` (checked)."""
-    wanted = set(range(n_segments)) if request.only_segments is None else set(request.only_segments)
-    if not wanted <= set(range(n_segments)):
-        raise InputError(f"The text has {n_segments} segments; cannot regenerate {sorted(wanted)}.")
-    return wanted
-
-
-def take_seed(request: SynthesisRequest) -> int:
-    """The request's seed, or one drawn here so that the result can report it."""
-    if request.generation.seed is not None:
-        return request.generation.seed
-    import random
-
-    return random.SystemRandom().randrange(2**63)
-
-
-def place_segment(take: list[np.ndarray], pieces: list[np.ndarray], request: SynthesisRequest, n_seg: int,
-                  sample_rate: int) -> tuple[np.ndarray, int]:
-    """Join a segment's pieces (its trailing silence trimmed when asked and the text has several
-    segments, as s2.cpp does per segment), append it to ``take``; returns it and its start sample."""
-    audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
-    if request.postprocess.trim_silence and n_seg > 1 and len(audio):
-        from s2studio.audio import trim_trailing_silence
-
-        audio = trim_trailing_silence(audio, sample_rate)
-    start = sum(len(a) for a in take)
-    take.append(audio)
-    return audio, start
-
-
-def pause_after(take: list[np.ndarray], seg, request: SynthesisRequest, n_seg: int,
-                sample_rate: int) -> np.ndarray | None:
-    """The pause after segment ``seg`` (none after the last, nor when regenerating single
-    segments), appended to ``take`` and returned, or None."""
-    pause = int(round(seg.pause_after_ms * sample_rate / 1000)) if seg.index < n_seg - 1 else 0
-    if not pause or request.only_segments is not None:
-        return None
-    silence = np.zeros(pause, np.float32)
-    take.append(silence)
-    return silence
-
-
-def segment_seed(request: SynthesisRequest, base_seed: int, index: int, segmented: bool) -> int:
-    """Segment ``index``'s seed: the request's own for it (a regenerated sentence), else derived
-    from the take's seed, or the take's seed itself when the text is one segment. Shared with
-    the remote engine, so a take made through a server has the local seeds."""
-    if request.segment_seeds and index in request.segment_seeds:
-        return int(request.segment_seeds[index])
-    return derive_seed(base_seed, index) if segmented else base_seed
-
-
-def derive_seed(base_seed: int, index: int) -> int:
-    from s2studio.engine.text.segmentation import derive_segment_seed
-
-    return derive_segment_seed(base_seed, index)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -30,8 +31,16 @@ FORBIDDEN = {
 }
 # The one sanctioned way into the app: the entry point opens it when run without a command.
 ALLOWED = {("cli/__init__.py", "s2studio.app")}
-# What the app may use of the engine: the Pipeline API, its parameters and the voice library.
-PUBLIC_ENGINE = ("s2studio.engine.pipeline", "s2studio.engine.params", "s2studio.engine.voices")
+# What the front ends (app, CLI, server) may use of the engine: the engine interface and its value
+# types (api), the local engine (pipeline), the take's torch-free text helpers (take), sampling
+# parameters, the voice library, the documented ranges and modes, and the process thread count.
+# Never the model, the codec or the kernels: those are engine internals.
+PUBLIC_ENGINE = ("s2studio.engine.api", "s2studio.engine.pipeline", "s2studio.engine.take", "s2studio.engine.params",
+                 "s2studio.engine.voices", "s2studio.engine.limits", "s2studio.engine.modes", "s2studio.engine.threads")
+# Developer commands that work below the take on purpose: `s2studio encode/decode` run the codec
+# alone (no transformer loaded) and `s2studio trace` dumps the model's internals for the golden
+# comparisons.
+INTERNALS_ALLOWED = {"cli/codec_cmds.py", "cli/trace.py"}
 
 
 def imported_modules(path: pathlib.Path) -> set[str]:
@@ -74,12 +83,35 @@ def test_nothing_outside_app_imports_app():
     assert not problems, problems
 
 
-def test_app_uses_only_the_public_engine_api():
+def test_front_ends_use_only_the_public_engine_api():
     problems = []
-    for path in (ROOT / "app").rglob("*.py"):
-        for mod in imported_modules(path):
-            if (mod == "s2studio.engine" or mod.startswith("s2studio.engine.")) and mod not in PUBLIC_ENGINE:
-                problems.append(f"{path.relative_to(ROOT)} imports {mod}")
+    for front_end in ("app", "cli", "server", "remote"):
+        for path in (ROOT / front_end).rglob("*.py"):
+            rel = str(path.relative_to(ROOT))
+            if rel in INTERNALS_ALLOWED:
+                continue
+            for mod in imported_modules(path):
+                if (mod == "s2studio.engine" or mod.startswith("s2studio.engine.")) and mod not in PUBLIC_ENGINE:
+                    problems.append(f"{rel} imports {mod}")
+    assert not problems, problems
+
+
+# What front ends reached into before the engine interface existed: the loaded model's config,
+# the codec object, the placement, and the local/remote telling-apart by attribute.
+ENGINE_INTERNALS = re.compile(r"\.model\.cfg|\.codec\.sample_rate|\bcodec_placement\b|\.placement\b|"
+                              r"hasattr\([^)]*(pipeline|engine)")
+
+
+def test_front_ends_do_not_touch_engine_internals():
+    problems = []
+    for front_end in ("app", "cli", "server", "remote"):
+        for path in (ROOT / front_end).rglob("*.py"):
+            rel = str(path.relative_to(ROOT))
+            if rel in INTERNALS_ALLOWED:
+                continue
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if ENGINE_INTERNALS.search(line.split("#", 1)[0]):
+                    problems.append(f"{rel}:{n}: {line.strip()}")
     assert not problems, problems
 
 

@@ -156,11 +156,10 @@ class InferenceWorker(QObject):
                 self._pipeline.unload()  # a half-loaded model must not be mistaken for a good one
                 raise
 
-            placement = self._pipeline.codec_placement
-            self.loaded.emit(LoadInfo(codec_device=str(getattr(placement, "device", "")),
-                                      codec_reason=str(getattr(placement, "reason", "")),
+            info = self._pipeline.model_info(load=False)
+            self.loaded.emit(LoadInfo(codec_device=info.codec_device or "", codec_reason=info.codec_reason,
                                       load_seconds=time.perf_counter() - t0,
-                                      devices=tuple(Pipeline.available_devices())))
+                                      devices=tuple(self._pipeline.available_devices())))
         return self._pipeline
 
     def _ensure_remote(self, settings):
@@ -174,20 +173,18 @@ class InferenceWorker(QObject):
             engine = RemoteEngine(settings, voices=VoiceLibrary(self._voices_folder))
             address = engine.pick_server(set())  # the least busy that answers, with several
             self.loading.emit(f"Connecting to {address.url}", 0.0)
-            health = engine.health(address)
+            info = engine.model_info()
             self._remote = engine
             others = len(engine.addresses) - 1
-            self.loaded.emit(LoadInfo(codec_device=str(health.get("codec_device") or "the server"),
-                                      codec_reason=f"served by {address.url} ({health.get('model')} on "
-                                                   f"{health.get('device')})"
-                                                   + (f" and {others} more server(s)" if others else ""),
+            self.loaded.emit(LoadInfo(codec_device=info.codec_device or "the server",
+                                      codec_reason=info.codec_reason + (f" and {others} more server(s)" if others else ""),
                                       load_seconds=time.perf_counter() - t0, devices=()))
         return self._remote
 
     def _generate(self, request: GenerateRequest) -> None:
         from s2studio.engine.pipeline import PostProcess, Segmentation, SynthesisRequest
 
-        pipeline = self._ensure_loaded(request.engine)
+        engine = self._ensure_loaded(request.engine)
         if self._is_cancelled(request):
             self.cancelled.emit()
             return
@@ -204,13 +201,10 @@ class InferenceWorker(QObject):
             stream_stride=request.stream_stride,
             only_segments=request.only_segments,
             segment_seeds=request.segment_seeds,
+            # a dialogue: each speaker's turns in its own voice (engine.take)
+            speaker_voices=dict(request.speaker_voices) or None,
         )
-        if request.speaker_voices:  # a dialogue: each speaker's turns in its own voice
-            from s2studio.app.dialogue import DialogueJob
-
-            job = DialogueJob(pipeline, synthesis, dict(request.speaker_voices))
-        else:
-            job = pipeline.synthesize(synthesis)
+        job = engine.synthesize(synthesis)
         with self._lock:
             self._job = job
             if request.created <= self._cancelled_at:
@@ -242,21 +236,17 @@ class InferenceWorker(QObject):
         from s2studio.audio import CODEC_SAMPLE_RATE, validate_reference
 
         validate_reference(request.samples, CODEC_SAMPLE_RATE)
-        pipeline = self._ensure_loaded(request.engine)
-        if not hasattr(pipeline, "encode_reference"):  # a RemoteEngine: the server's codec encodes it
-            profile = pipeline.encode_voice(request.samples, request.transcript)
-            info = pipeline.voices.save(request.replace_id, profile.codes, request.transcript, name=request.name,
-                                        overwrite=request.replace_id is not None,
-                                        reference_audio=request.samples, sample_rate=profile.sample_rate,
-                                        codebook_size=profile.codebook_size)
-            self.voice_saved.emit(info)
-            return
-        codes = pipeline.encode_reference(request.samples)
-        info = pipeline.voices.save(request.replace_id, codes, request.transcript, name=request.name,
-                                    overwrite=request.replace_id is not None,
-                                    reference_audio=request.samples, sample_rate=pipeline.codec.sample_rate,
-                                    codebook_size=pipeline.model.cfg.codebook_size)
+        engine = self._ensure_loaded(request.engine)
+        profile = engine.encode_voice(request.samples, request.transcript)  # a server's codec, or ours
+        info = self._library().save_profile(request.replace_id, profile, name=request.name,
+                                            overwrite=request.replace_id is not None,
+                                            reference_audio=request.samples)
         self.voice_saved.emit(info)
+
+    def _library(self):
+        from s2studio.engine.voices import VoiceLibrary
+
+        return VoiceLibrary(self._voices_folder)
 
 
 def _input_error(message: str) -> S2Error:

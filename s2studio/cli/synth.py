@@ -78,21 +78,16 @@ def run(args: argparse.Namespace) -> int:
         log.warning("--prompt-text is ignored with --voice: the voice's own transcript is used")
     pipeline = remote_engine(args, voices) if args.server else Pipeline(settings, voices=voices)
     ref_codes = None
-    if reference is not None and args.save_voice and args.server:
-        # The server's codec encodes it; the voice is saved here and uploaded with each take.
+    if reference is not None and args.save_voice:
+        # Encode once (the server's codec, or ours), save, and synthesize from the saved voice:
+        # a server gets the .s2voice uploaded with each take, the local engine the saved codes.
         profile = pipeline.encode_voice(reference, args.prompt_text)
-        info = voices.save(args.voice, profile.codes, args.prompt_text, name=args.voice, reference_audio=reference,
-                           sample_rate=profile.sample_rate, codebook_size=profile.codebook_size, overwrite=True)
+        info = voices.save_profile(args.voice, profile, name=args.voice, reference_audio=reference, overwrite=True)
         print(f"saved voice '{info.id}' ({info.num_frames} frames) in {voices.folder}", file=sys.stderr)
-        reference = None
-    elif reference is not None and args.save_voice:
-        # Encode once, save, and synthesize from the saved codes.
-        ref_codes = pipeline.encode_reference(reference)
-        cfg = pipeline.model.cfg
-        info = voices.save(args.voice, ref_codes, args.prompt_text, name=args.voice, reference_audio=reference,
-                           sample_rate=pipeline.codec.sample_rate, codebook_size=cfg.codebook_size,
-                           overwrite=True)
-        print(f"saved voice '{info.id}' ({info.num_frames} frames) in {voices.folder}", file=sys.stderr)
+        if args.server:
+            reference = None
+        else:
+            ref_codes = profile.codes
     request = SynthesisRequest(
         text=args.text,
         voice=args.voice if reference is None else None,

@@ -35,10 +35,9 @@ def run_add(args) -> int:
     if not args.text.strip():
         raise InputError("--text, the transcript of the reference audio, is empty.")
     pipeline = Pipeline(engine_settings(args), voices=lib)
-    codes = pipeline.encode_reference(audio)
-    info = lib.save(args.id, codes, args.text, name=args.name or args.id or "voice", language=args.language,
-                    notes=args.notes, reference_audio=audio, sample_rate=pipeline.codec.sample_rate,
-                    codebook_size=pipeline.model.cfg.codebook_size, overwrite=args.overwrite)
+    profile = pipeline.encode_voice(audio, args.text)
+    info = lib.save_profile(args.id, profile, name=args.name or args.id or "voice", language=args.language,
+                            notes=args.notes, reference_audio=audio, overwrite=args.overwrite)
     print(f"added voice '{info.id}' ({info.num_frames} frames, {info.duration_seconds:.1f} s) to {lib.folder}")
     return 0
 
@@ -80,9 +79,9 @@ def run_import(args) -> int:
 
 
 def run_devices(args) -> int:
-    from s2studio.engine.placement import available_devices
+    from s2studio.engine.pipeline import Pipeline
 
-    for dev, desc in available_devices():
+    for dev, desc in Pipeline.available_devices():
         print(f"{dev:<8} {desc}")
     return 0
 

@@ -212,7 +212,7 @@ class Pipeline:
 
     def model_info(self, load: bool = True) -> ModelInfo:
         """What the model is; ``load=False`` answers without loading (fields None until loaded)."""
-        if load:
+        if load and not self.is_loaded:  # loaded: answer at once, even while a take holds the lock
             self.load()
         s, placement, codec_placement = self._settings, self.placement, self.codec_placement
         cfg = self.model.cfg if self.model is not None else None
@@ -252,7 +252,8 @@ class Pipeline:
         """A voice's codes against this model and codec (``IncompatibleVoiceError`` naming ``path``)."""
         from s2studio.engine.voices import check_compatible
 
-        self.load()
+        if not self.is_loaded:
+            self.load()
         cfg = self.model.cfg
         check_compatible(profile, num_codebooks=cfg.num_codebooks, codebook_size=cfg.codebook_size,
                          sample_rate=self.codec.sample_rate, path=path)

@@ -19,7 +19,7 @@ from s2studio.remote.connection import (
     parse_server_list,
     parse_server_url,
 )
-from s2studio.remote.engine import RemoteEngine, RemoteJob, RemoteSettings
+from s2studio.remote.engine import RemoteEngine, RemoteSettings
 
-__all__ = ["RemoteEngine", "RemoteError", "RemoteJob", "RemoteSettings", "ServerAddress", "ServerBusy",
+__all__ = ["RemoteEngine", "RemoteError", "RemoteSettings", "ServerAddress", "ServerBusy",
            "ServerDropped", "ServerRefused", "ServerUnreachable", "parse_server_list", "parse_server_url"]

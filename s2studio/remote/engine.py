@@ -20,13 +20,14 @@ How a take is fetched, and why:
   (``voice_file``, also this server's extension), so the laptop's saved voices work on any
   s2studio server; an id the local library does not have is sent as the server's own voice.
 
-What a remote result lacks: codes (the server does not send them; ``codes`` is an empty
-array) and the engine's internal timings (only wall-clock ones measured here).
+The take itself is assembled by :func:`s2studio.engine.take.assemble_take`, the code that
+assembles a local take: a remote result has the same segments, segment audio, pauses and
+post-processing. What it lacks: codes (the server does not send them; ``codes`` are empty
+arrays) and the engine's internal timings (only wall-clock ones measured here).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import http.client
 import json
 import logging
@@ -34,20 +35,14 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Generator, Iterator
 
 import numpy as np
 
 from s2studio.audio import CODEC_SAMPLE_RATE, SAMPLES_PER_CODE_FRAME, wav_bytes
-from s2studio.engine.pipeline import (
-    AudioChunk,
-    SegmentResult,
-    SynthesisJob,
-    SynthesisRequest,
-    SynthesisResult,
-    Timings,
-)
-from s2studio.errors import GenerationError, InputError
+from s2studio.engine.api import AudioChunk, ModelInfo, SynthesisJob, SynthesisRequest, Timings
+from s2studio.engine.take import SegmentOutcome, VoiceChoice, assemble_take, segments_of, voice_for
+from s2studio.errors import InputError
 from s2studio.remote.connection import (
     RETRYABLE,
     Connection,
@@ -92,31 +87,9 @@ class RemoteSettings:
         return self
 
 
-class RemoteJob(SynthesisJob):
-    """A job whose cancel also closes the connection in flight (a blocked read returns at once)."""
-
-    def __init__(self, run):
-        self._conn_lock = threading.Lock()
-        self._connection: Connection | None = None
-        super().__init__(run)
-
-    def attach(self, connection: Connection | None) -> None:
-        with self._conn_lock:
-            self._connection = connection
-        if connection is not None and self.cancel_event.is_set():
-            connection.abort()
-
-    def cancel(self) -> None:
-        super().cancel()
-        with self._conn_lock:
-            connection = self._connection
-        if connection is not None:
-            connection.abort()
-
-
 class RemoteEngine:
-    """The synthesis side of ``Pipeline`` (``synthesize``, ``segments_of``, ``sample_rate``,
-    ``voices``) against one or more servers."""
+    """The engine interface (:class:`s2studio.engine.api.SynthesisEngine`) against one or more
+    servers."""
 
     def __init__(self, settings: RemoteSettings, voices=None):
         """``voices``: the local ``VoiceLibrary`` whose voices are uploaded by id (None: ids
@@ -182,14 +155,31 @@ class RemoteEngine:
             self._sample_rate = rate if isinstance(rate, int) and rate > 0 else CODEC_SAMPLE_RATE
         return self._sample_rate
 
-    def segments_of(self, request: SynthesisRequest) -> list:
-        from s2studio.engine.text.segmentation import Segment, split_text
+    def model_info(self, load: bool = True) -> ModelInfo:
+        """The model the (first) server serves, from its ``/health`` (``load=False``: none asked)."""
+        address = self._addresses[0]
+        if not load:
+            return ModelInfo(name="", loaded=False, where=address.url)
+        health = self.health(address)
+        rate = health.get("sample_rate")
 
-        seg = request.segmentation
-        if not seg.enabled:
-            return [Segment(0, request.text, None, 0, request.generation.seed)]
-        return split_text(request.text, max_chars=seg.max_chars, mode=seg.mode, pause_ms=seg.pause_ms,
-                          seed=request.generation.seed)
+        def text(key):
+            value = health.get(key)
+            return str(value) if value is not None else None
+
+        return ModelInfo(name=text("model") or "", loaded=bool(health.get("model_loaded", True)),
+                         sample_rate=rate if isinstance(rate, int) and rate > 0 else None,
+                         device=text("device"), codec_device=text("codec_device") or "the server",
+                         codec_reason=f"served by {address.url} ({health.get('model')} on {health.get('device')})",
+                         where=address.url)
+
+    @staticmethod
+    def available_devices() -> list[tuple[str, str]]:
+        """None to choose here: the server's operator chose its device."""
+        return []
+
+    def segments_of(self, request: SynthesisRequest) -> list:
+        return segments_of(request)
 
     # ---- synthesis ------------------------------------------------------------------------
     def synthesize(self, request: SynthesisRequest) -> SynthesisJob:
@@ -206,24 +196,27 @@ class RemoteEngine:
             raise InputError("A server cannot take reference codes directly; send the reference audio or a saved "
                              "voice instead.")
         request.generation.validated()
-        reference = self._reference_parts(request)  # a bad voice id fails before any request
-        return RemoteJob(lambda job: self._run(request, reference, job))
+        take = RemoteTake(self)
+        # Every voice's form parts before any request: a bad voice id fails here.
+        for segment in self.segments_of(request):
+            take.voice_parts(voice_for(request, segment))
+        return SynthesisJob(lambda job: assemble_take(request, take, job))
 
-    def _reference_parts(self, request: SynthesisRequest) -> tuple[dict[str, str], dict[str, tuple[str, bytes]]]:
-        """The form fields and files that carry the request's voice (sent with every segment)."""
-        if request.reference_audio is not None:
-            audio = np.asarray(request.reference_audio, dtype=np.float32)
+    def voice_parts(self, voice: VoiceChoice) -> tuple[dict[str, str], dict[str, tuple[str, bytes]]]:
+        """The form fields and files that carry a voice (sent with each of its segments)."""
+        if voice.reference_audio is not None:
+            audio = np.asarray(voice.reference_audio, dtype=np.float32)
             # Float WAV: the server encodes exactly the samples the local pipeline would.
-            return ({"reference_text": request.reference_text},
+            return ({"reference_text": voice.reference_text},
                     {"reference": ("reference.wav", wav_bytes(audio, CODEC_SAMPLE_RATE, subtype="FLOAT"))})
-        if request.voice is not None:
-            if self._is_local_voice(request.voice):
-                path = self._voices.path_for(request.voice)
+        if voice.voice is not None:
+            if self._is_local_voice(voice.voice):
+                path = self._voices.path_for(voice.voice)
                 with open(path, "rb") as f:
                     # The id too: a server that knows no voice_file (s2.cpp) uses its own voice of
                     # that id (or says it has none) instead of silently speaking in the default voice.
-                    return {"voice": request.voice}, {"voice_file": (path.name, f.read())}
-            return {"voice": request.voice}, {}
+                    return {"voice": voice.voice}, {"voice_file": (path.name, f.read())}
+            return {"voice": voice.voice}, {}
         return {}, {}
 
     def _is_local_voice(self, voice: str) -> bool:
@@ -235,66 +228,6 @@ class RemoteEngine:
             return self._voices.exists(voice)
         except InputError:
             return False
-
-    def _run(self, request: SynthesisRequest, reference, job: RemoteJob) -> Iterator[AudioChunk]:
-        from s2studio.audio import apply_postprocess
-        from s2studio.engine.pipeline import pause_after, place_segment, segment_seed, take_seed, wanted_segments
-
-        timings = Timings()
-        t_start = time.perf_counter()
-        segments = self.segments_of(request)
-        if not segments:
-            raise InputError("There is no text to speak: the text is empty or only whitespace.")
-        wanted = wanted_segments(request, len(segments))
-        base_seed = take_seed(request)
-        take: list[np.ndarray] = []
-        results: list[SegmentResult] = []
-        stop_reason = ""
-        sample_rate = CODEC_SAMPLE_RATE
-        n_seg = len(segments)
-        for seg in segments:
-            if seg.index not in wanted:
-                continue
-            if job.cancel_event.is_set():
-                stop_reason = "cancelled"
-                break
-            seed = segment_seed(request, base_seed, seg.index, request.segmentation.enabled)
-            fetch = SegmentFetch(self, request, reference, seg.text, seed, job, take_seconds=lambda: sum(
-                len(a) for a in take) / sample_rate)
-            pieces: list[np.ndarray] = []
-            for chunk in fetch.chunks(seg.index, n_seg):
-                sample_rate = chunk.sample_rate
-                pieces.append(chunk.samples)
-                if not timings.first_audio_s:
-                    timings.first_audio_s = time.perf_counter() - t_start
-                yield chunk
-            frames = fetch.frames
-            timings.frames += frames
-            if job.cancel_event.is_set():
-                stop_reason = "cancelled"
-            else:
-                stop_reason = "max_tokens" if frames >= request.generation.max_new_tokens else "end"
-            audio, start = place_segment(take, pieces, request, n_seg, sample_rate)
-            results.append(SegmentResult(seg.index, seg.text, seed, np.zeros((0, 0), np.int32), stop_reason,
-                                         start, start + len(audio)))
-            if stop_reason == "cancelled":
-                break
-            silence = pause_after(take, seg, request, n_seg, sample_rate)
-            if silence is not None:
-                yield AudioChunk(silence, sample_rate, seg.index, n_seg, frames, 0)
-        if not any(r.end_sample > r.start_sample for r in results) and stop_reason != "cancelled":
-            raise GenerationError("The model ended the utterance before producing any audio. "
-                                  "Try other text, a higher temperature or another seed.")
-        audio = np.concatenate(take) if take else np.zeros(0, dtype=np.float32)
-        pp = request.postprocess
-        if len(audio) and (pp.trim_silence or pp.normalize or pp.dynamic_normalize):
-            audio = apply_postprocess(audio, sample_rate, **dataclasses.asdict(pp))
-        timings.audio_s = len(audio) / sample_rate
-        timings.total_s = time.perf_counter() - t_start
-        job.result = SynthesisResult(audio.astype(np.float32, copy=False), sample_rate, np.zeros((0, 0), np.int32),
-                                     base_seed, stop_reason, results, timings)
-        log.info("fetched %.2f s of audio (%d segment(s)) in %.2f s, seed %d, %s", timings.audio_s, len(results),
-                 timings.total_s, base_seed, stop_reason)
 
     # ---- choosing a server ----------------------------------------------------------------
     def pick_server(self, exclude: set[ServerAddress]) -> ServerAddress | None:
@@ -317,12 +250,55 @@ class RemoteEngine:
         return best if best is not None else candidates[0]
 
 
+class RemoteTake:
+    """The remote engine's side of one take (:class:`engine.take.SegmentRenderer`): each
+    segment is one ``POST /generate``, retried on another server if one fails."""
+
+    verb = "fetched"
+    num_codebooks = None  # a server sends no codes
+
+    def __init__(self, engine: RemoteEngine):
+        self.engine = engine
+        self.sample_rate = CODEC_SAMPLE_RATE  # until a server says otherwise
+        self.request: SynthesisRequest | None = None
+        self._parts: dict[tuple, tuple] = {}
+        self._taken_samples = 0  # of the take before the segment in flight, for messages
+        self._segment_count = 0
+
+    def voice_parts(self, voice: VoiceChoice):
+        if voice.key not in self._parts:
+            self._parts[voice.key] = self.engine.voice_parts(voice)
+        return self._parts[voice.key]
+
+    def plan(self, request: SynthesisRequest, timings: Timings) -> tuple[list, bool]:
+        self.request = request
+        segments = segments_of(request)
+        self._segment_count = len(segments)
+        return segments, request.segmentation.enabled
+
+    def render(self, segment, voice: VoiceChoice, seed: int, job: SynthesisJob, timings: Timings
+               ) -> Generator[AudioChunk, None, SegmentOutcome]:
+        request = self.request
+        fetch = SegmentFetch(self.engine, request, self.voice_parts(voice), segment.text, seed, job,
+                             take_seconds=lambda: self._taken_samples / self.sample_rate)
+        for chunk in fetch.chunks(segment.index, self._segment_count):
+            self.sample_rate = chunk.sample_rate
+            yield chunk
+        self._taken_samples += fetch.delivered
+        frames = fetch.frames
+        if job.cancel_event.is_set():
+            stop_reason = "cancelled"
+        else:
+            stop_reason = "max_tokens" if frames >= request.generation.max_new_tokens else "end"
+        return SegmentOutcome(stop_reason, frames)
+
+
 class SegmentFetch:
     """One segment from the servers: streamed, and on a server failure retried on another one,
     skipping the samples already delivered (the same seed makes the same samples)."""
 
     def __init__(self, engine: RemoteEngine, request: SynthesisRequest, reference, text: str, seed: int,
-                 job: RemoteJob, take_seconds):
+                 job: SynthesisJob, take_seconds):
         self.engine = engine
         self.request = request
         self.fields, self.files = reference
@@ -364,7 +340,7 @@ class SegmentFetch:
     def _stream(self, address: ServerAddress, body: bytes, content_type: str, index: int,
                 n_seg: int) -> Iterator[AudioChunk]:
         connection = self.engine._connection(address)
-        self.job.attach(connection)
+        self.job.set_abort(connection.abort)
         try:
             try:
                 response = connection.request("POST", "/generate", body, {"Content-Type": content_type})
@@ -408,7 +384,7 @@ class SegmentFetch:
                 yield AudioChunk(tail, decoder.sample_rate, index, n_seg, received // SAMPLES_PER_CODE_FRAME, 1)
             self.frames = max(self.frames, -(-self.delivered // SAMPLES_PER_CODE_FRAME))
         finally:
-            self.job.attach(None)
+            self.job.set_abort(None)
             connection.close()
 
     def _dropped(self, address: ServerAddress, exc: BaseException) -> ServerDropped:

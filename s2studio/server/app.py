@@ -20,7 +20,7 @@ from s2studio import __version__
 from s2studio.audio import decode_audio_bytes
 from s2studio.errors import S2Error
 from s2studio.engine.pipeline import Pipeline, PostProcess, SynthesisRequest
-from s2studio.engine.voices import VoiceFileError, check_compatible, decode_s2voice, read_s2voice
+from s2studio.engine.voices import VoiceFileError, decode_s2voice, read_s2voice
 from s2studio.server.config import ServerConfig
 from s2studio.server.guards import ApiKeyGuard, BodyLimit, BodyTooSlow, BrowserGuard, UploadTooLarge
 from s2studio.server.jobs import JobQueue, QueueFull
@@ -84,8 +84,8 @@ class Server:
     @property
     def limits(self) -> RequestLimits:
         """The per-request limits: the operator's text limits and the loaded model's context."""
-        cfg = self.pipeline.model.cfg if self.pipeline.is_loaded else None
-        return RequestLimits(max_tokens=cfg.context_length if cfg is not None else DEFAULT_LIMITS.max_tokens,
+        context = self.pipeline.model_info(load=False).context_length
+        return RequestLimits(max_tokens=context if context is not None else DEFAULT_LIMITS.max_tokens,
                              max_text_chars=self.config.max_text_chars,
                              max_reference_text_chars=self.config.max_reference_text_chars)
 
@@ -113,7 +113,7 @@ class Server:
         ``.s2voice`` made with this server's codec, so a client without the model can save voices."""
         from starlette.responses import Response
 
-        from s2studio.engine.voices import VoiceProfile, encode_s2voice
+        from s2studio.engine.voices import encode_s2voice
 
         # Encoding is heavy work too: it holds a queue place (503 when full) until it is done.
         with self.queue.admission():
@@ -132,9 +132,7 @@ class Server:
                                  status=413)
             samples = await asyncio.to_thread(decode_audio_bytes, data, name=name)  # checked as a reference
             # Waits for the model between takes (the pipeline runs one thing at a time).
-            codes = await asyncio.to_thread(self.pipeline.encode_reference, samples)
-        profile = VoiceProfile(codes=codes, transcript=transcript, sample_rate=self.pipeline.codec.sample_rate,
-                               codebook_size=self.pipeline.model.cfg.codebook_size)
+            profile = await asyncio.to_thread(self.pipeline.encode_voice, samples, transcript)
         return Response(encode_s2voice(profile), media_type="application/octet-stream",
                         headers={"Content-Disposition": 'attachment; filename="voice.s2voice"'})
 
@@ -150,17 +148,16 @@ class Server:
             return await self.submit(spec, output, None, enqueue)
 
     async def health(self, request: Request):
-        p = self.pipeline
-        placement = p.placement
+        info = self.pipeline.model_info(load=False)
         return JSONResponse({
-            "status": "ok" if p.is_loaded else "loading",
+            "status": "ok" if info.loaded else "loading",
             "version": __version__,
-            "model_loaded": p.is_loaded,
-            "model": os.path.basename(p.settings.model_path),
-            "device": placement.fast_device if placement is not None else p.settings.device,
-            "gpu_layers": placement.gpu_layer_count if placement is not None else None,
-            "codec_device": p.codec_placement.device if p.codec_placement is not None else None,
-            "sample_rate": p.codec.sample_rate if p.codec is not None else None,
+            "model_loaded": info.loaded,
+            "model": info.name,
+            "device": info.device,
+            "gpu_layers": info.gpu_layers,
+            "codec_device": info.codec_device,
+            "sample_rate": info.sample_rate,
             "queue": {"running": self.queue.running, "waiting": self.queue.waiting, "depth": self.queue.depth},
         })
 
@@ -201,7 +198,8 @@ class Server:
             postprocess=postprocess_for(spec, output), stream_stride=spec.stream_stride),
             batched=self.config.max_batch > 1)
         ticket = enqueue(job)
-        return SynthesisResponse(self.queue, ticket, output, self.pipeline.codec.sample_rate, self.redact)
+        rate = self.pipeline.model_info(load=False).sample_rate
+        return SynthesisResponse(self.queue, ticket, output, rate, self.redact)
 
     def _uploaded_voice(self, data: bytes, name: str):
         """The codes and transcript of an uploaded .s2voice (its transcript wins, as a voice's does)."""
@@ -209,9 +207,7 @@ class Server:
             profile = decode_s2voice(data, path=f"uploaded voice_file {name!r}")
         except VoiceFileError as exc:  # the client's file, so the client's mistake (400)
             raise BadRequest(str(exc)) from None
-        cfg = self.pipeline.model.cfg
-        check_compatible(profile, num_codebooks=cfg.num_codebooks, codebook_size=cfg.codebook_size,
-                         sample_rate=self.pipeline.codec.sample_rate, path=f"uploaded voice_file {name!r}")
+        self.pipeline.check_voice(profile, f"uploaded voice_file {name!r}")
         return profile.codes, profile.transcript
 
     def _voice(self, spec: GenerateSpec):
@@ -219,9 +215,7 @@ class Server:
         any reference_text, as in s2.cpp)."""
         path = resolve_request_voice(self.config.voice_dir, spec.voice, spec.voice_dir)
         profile = read_s2voice(path)
-        cfg = self.pipeline.model.cfg
-        check_compatible(profile, num_codebooks=cfg.num_codebooks, codebook_size=cfg.codebook_size,
-                         sample_rate=self.pipeline.codec.sample_rate, path=path)
+        self.pipeline.check_voice(profile, path)
         return profile.codes, profile.transcript
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from s2studio.app.dialogue import Turn, speakers_in, split_turns
+from s2studio.engine.text.dialogue import Turn, speakers_in, split_turns
 
 
 def _voice(library, name, seed):

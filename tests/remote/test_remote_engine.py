@@ -238,3 +238,19 @@ def test_one_segment_regenerated_remotely_with_its_own_seed_matches_the_local_on
     _, remote = take(RemoteEngine(RemoteSettings(served.url), voices=voices), request)
     assert [s.seed for s in remote.segments] == [s.seed for s in local.segments] == [4242]
     np.testing.assert_array_equal(remote.audio, local.audio)
+
+
+def test_a_remote_dialogue_is_the_local_dialogue_with_the_same_segment_audio(served, local_pipeline, voices):
+    # One take path: the remote take carries what a local one does (segments, their audio, the
+    # dialogue's speakers), assembled by the same code, sample for sample.
+    request = SynthesisRequest("<|speaker:0|>Hello there. <|speaker:1|>Good morning to you.", generation=GREEDY,
+                               segmentation=Segmentation(enabled=False, pause_ms=90), speaker_voices={1: "hope"})
+    local_pipeline._voices = voices
+    _, local = take(local_pipeline, request)
+    _, remote = take(RemoteEngine(RemoteSettings(served.url), voices=voices), request)
+    assert [(s.text, s.speaker) for s in remote.segments] == [("Hello there.", 0), ("Good morning to you.", 1)]
+    np.testing.assert_array_equal(remote.audio, local.audio)
+    for r, l in zip(remote.segments, local.segments):
+        assert r.audio is not None and (r.start_sample, r.end_sample) == (l.start_sample, l.end_sample)
+        np.testing.assert_array_equal(r.audio, l.audio)
+    assert [s.text for s in remote.all_segments] == [s.text for s in local.all_segments]

@@ -1,7 +1,7 @@
 """Speakers: one row per ``<|speaker:N|>`` of the script, each mapped to a saved voice.
 
 Hidden while the script has no speaker tags. A speaker left on "Voice panel's choice" is
-spoken in whatever the voice panel has selected; see app/dialogue.py for how a dialogue is made.
+spoken in whatever the voice panel has selected; see engine/take.py for how a dialogue is made.
 The choices survive edits of the script (a speaker that disappears and comes back keeps its voice).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel
 
-from s2studio.app.dialogue import speakers_in
+from s2studio.engine.take import speakers_in
 
 PANEL_CHOICE = ""  # combo data: no saved voice, the voice panel's choice
 

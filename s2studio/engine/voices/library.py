@@ -361,6 +361,15 @@ class VoiceLibrary:
         return meta if isinstance(meta, dict) else {}
 
     # -- writing -------------------------------------------------------------------------
+    def save_profile(self, voice_id: str | None, profile: VoiceProfile, *, name: str, language: str = "",
+                     notes: str = "", reference_audio: np.ndarray | str | os.PathLike[str] | None = None,
+                     overwrite: bool = False) -> VoiceInfo:
+        """:meth:`save` of a profile an engine encoded (``SynthesisEngine.encode_voice``): the one
+        way every front end stores a new voice, whichever engine (local or a server) encoded it."""
+        return self.save(voice_id, profile.codes, profile.transcript, name=name, language=language, notes=notes,
+                         reference_audio=reference_audio, sample_rate=profile.sample_rate,
+                         codebook_size=profile.codebook_size, overwrite=overwrite)
+
     def save(
         self,
         voice_id: str | None,

@@ -176,3 +176,23 @@ def test_cuda_graphs_reaches_the_engine_settings(command):
     parser = build_parser()
     assert engine_settings(parser.parse_args(command)).cuda_graphs == "auto"
     assert engine_settings(parser.parse_args([*command, "--cuda-graphs", "eager"])).cuda_graphs == "eager"
+
+
+def test_a_dialogue_from_the_command_line(tmp_path):
+    # --speaker-voice gives a speaker its saved voice: the CLI makes the dialogue takes the app makes.
+    voices = tmp_path / "voices"
+    save = synth("-m", str(CLONE / "model.gguf"), "--voice-dir", str(voices), "--voice", "alice", "--save-voice",
+                 "-pa", str(CLONE / "reference.wav"), "-pt", "This is the reference voice.", "--text", "Hi.",
+                 "--max-tokens", "4", "-o", str(tmp_path / "saved.wav"))
+    assert save.returncode == 0, save.stderr
+    out, codes = tmp_path / "dialogue.wav", tmp_path / "dialogue.npy"
+    r = synth("-m", str(CLONE / "model.gguf"), "--voice-dir", str(voices), "--text",
+              "<|speaker:0|>Hello there. <|speaker:1|>Good morning!", "--speaker-voice", "1=alice", "--seed", "5",
+              "--max-tokens", "6", "--sentence-pause-ms", "100", "-o", str(out), "--codes-out", str(codes))
+    assert r.returncode == 0, r.stderr
+    audio, _ = sf.read(out, dtype="float32")
+    frames = np.load(codes).shape[1]
+    assert 0 < frames <= 12 and len(audio) == frames * 2048 + round(0.1 * 44100)
+    bad = synth("-m", str(CLONE / "model.gguf"), "--text", "<|speaker:1|>Hi.", "--speaker-voice", "one=alice",
+                "-o", str(tmp_path / "bad.wav"))
+    assert bad.returncode == 2 and "SPEAKER=VOICE" in bad.stderr

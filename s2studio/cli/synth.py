@@ -22,6 +22,14 @@ def voice_library(args: argparse.Namespace):
     return VoiceLibrary(args.voice_dir)
 
 
+def speaker_voice_arg(text: str) -> tuple[int, str]:
+    """``N=VOICE`` of ``--speaker-voice``."""
+    number, sep, voice = text.partition("=")
+    if not sep or not number.strip().isdigit() or not voice.strip() or int(number) > 999:
+        raise argparse.ArgumentTypeError(f"{text!r}: give SPEAKER=VOICE, e.g. 0=alice (speaker 0 to 999)")
+    return int(number), voice.strip()
+
+
 class ProgressLine:
     """A one-line progress display on stderr, only when stderr is a terminal."""
 
@@ -101,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
                                 dynamic_normalize=args.dynamic_normalize),
         # 16 frames per codec call: on a CPU small chunks cost more per second of audio (fixed
         # per-call work); 16 is also s2.cpp's stream stride.
-        stream_stride=args.stream_decode_stride or 16)
+        stream_stride=args.stream_decode_stride or 16,
+        speaker_voices=dict(args.speaker_voice) or None)
     job = pipeline.synthesize(request)
     progress = ProgressLine(not args.no_progress)
     try:
@@ -232,6 +241,9 @@ def register(subparsers) -> None:
         g.add_argument(f"--no-{name}", dest=name.replace("-", "_"), action="store_false", help="(default)")
     p.add_argument("--voice", default=None, help="use the saved voice with this id (or the id to save with "
                                                 "--save-voice)")
+    p.add_argument("--speaker-voice", action="append", default=[], metavar="N=VOICE", type=speaker_voice_arg,
+                   help="a dialogue: speak <|speaker:N|>'s turns with the saved voice VOICE (repeat per speaker; "
+                        "other speakers use --voice/--prompt-audio, or the model's own voice)")
     p.add_argument("--save-voice", action="store_true",
                    help="encode --prompt-audio once and save it as voice --voice for later runs")
     add_voice_dir(p, outermost=False)

@@ -31,7 +31,7 @@ from s2studio.errors import GenerationError, InputError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SegmentOutcome", "SegmentRenderer", "VoiceChoice", "assemble_take", "segment_seed", "segments_of",
+__all__ = ["SegmentOutcome", "SegmentRenderer", "VoiceChoice", "assemble_take", "check_request", "segment_seed", "segments_of",
            "speakers_in", "split_request_text", "split_turns", "take_seed", "voice_for", "wanted_segments"]
 
 
@@ -129,6 +129,60 @@ def segment_seed(request: SynthesisRequest, base_seed: int, index: int, segmente
     if request.segment_seeds and index in request.segment_seeds:
         return int(request.segment_seeds[index])
     return derive_segment_seed(base_seed, index) if segmented else base_seed
+
+
+def check_request(request: SynthesisRequest) -> None:
+    """Every field of a request against its documented range (:mod:`s2studio.engine.limits`):
+    one :class:`InputError` naming the field, before any work."""
+    from s2studio.engine.limits import MAX_TEXT_CHARS, check
+
+    text = request.text
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("There is no text to speak: the text is empty or only whitespace.")
+    if len(text) > MAX_TEXT_CHARS:
+        raise InputError(f"text is {len(text)} characters long; at most {MAX_TEXT_CHARS} can be spoken in one "
+                         "request. Split it into several.")
+    check("stream_stride", request.stream_stride)
+    seg = request.segmentation
+    check("max_chars", seg.max_chars, label="segmentation.max_chars")
+    check("pause_ms", seg.pause_ms, label="segmentation.pause_ms")
+    if request.only_segments is not None:
+        for i in request.only_segments:
+            check("only_segments", i)
+    for index, seed in (request.segment_seeds or {}).items():
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise InputError(f"segment_seeds[{index}] must be a whole number from 0 to 2**63-1, not {seed!r}.")
+    request.generation.validated()
+    check_speaker_voices(request.speaker_voices)
+    has_ref = request.reference_audio is not None or request.reference_codes is not None
+    if request.voice is not None and has_ref:
+        raise InputError("Give either a saved voice or reference audio, not both.")
+    if has_ref and not (request.reference_text or "").strip():
+        raise InputError("A reference voice needs the transcript of what is said in it.")
+    if request.reference_audio is not None:
+        n = int(np.shape(request.reference_audio)[-1]) if np.ndim(request.reference_audio) else 0
+        check("reference_samples", n, label="reference_audio (samples at 44.1 kHz)")
+    if request.reference_codes is not None:
+        shape = np.shape(request.reference_codes)
+        if len(shape) != 2:
+            raise InputError(f"reference_codes must be a [codebooks, frames] array, not shape {shape}.")
+        check("reference_frames", int(shape[1]), label="reference_codes (frames)")
+
+
+def check_speaker_voices(speaker_voices) -> None:
+    """A dialogue's speaker → voice map: speaker numbers 0..MAX_SPEAKER, voice ids as text
+    (each is checked against the library when the take is planned)."""
+    from s2studio.engine.limits import MAX_DIALOGUE_SPEAKERS
+
+    if speaker_voices is None:
+        return
+    if not isinstance(speaker_voices, dict) or len(speaker_voices) > MAX_DIALOGUE_SPEAKERS:
+        raise InputError(f"speaker_voices must map at most {MAX_DIALOGUE_SPEAKERS} speaker numbers to voice ids.")
+    for speaker, voice in speaker_voices.items():
+        if isinstance(speaker, bool) or not isinstance(speaker, int) or not 0 <= speaker < 1000:
+            raise InputError(f"speaker_voices: a speaker is a number from 0 to 999, not {speaker!r}.")
+        if not isinstance(voice, str) or not voice.strip():
+            raise InputError(f"speaker_voices[{speaker}] must be a saved voice's id, not {voice!r}.")
 
 
 # ---- what an engine supplies -----------------------------------------------------------------------

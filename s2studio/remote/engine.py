@@ -41,7 +41,7 @@ import numpy as np
 
 from s2studio.audio import CODEC_SAMPLE_RATE, SAMPLES_PER_CODE_FRAME, wav_bytes
 from s2studio.engine.api import AudioChunk, ModelInfo, SynthesisJob, SynthesisRequest, Timings
-from s2studio.engine.take import SegmentOutcome, VoiceChoice, assemble_take, segments_of, voice_for
+from s2studio.engine.take import SegmentOutcome, VoiceChoice, assemble_take, check_request, segments_of, voice_for
 from s2studio.errors import InputError
 from s2studio.remote.connection import (
     RETRYABLE,
@@ -183,19 +183,10 @@ class RemoteEngine:
 
     # ---- synthesis ------------------------------------------------------------------------
     def synthesize(self, request: SynthesisRequest) -> SynthesisJob:
-        if not isinstance(request.text, str) or not request.text.strip():
-            raise InputError("There is no text to speak: the text is empty or only whitespace.")
-        if request.stream_stride < 1:
-            raise InputError("stream_stride must be at least 1 frame")
-        has_ref = request.reference_audio is not None or request.reference_codes is not None
-        if request.voice is not None and has_ref:
-            raise InputError("Give either a saved voice or reference audio, not both.")
-        if has_ref and not (request.reference_text or "").strip():
-            raise InputError("A reference voice needs the transcript of what is said in it.")
+        check_request(request)  # the checks a local take gets, before any request goes out
         if request.reference_codes is not None:
             raise InputError("A server cannot take reference codes directly; send the reference audio or a saved "
                              "voice instead.")
-        request.generation.validated()
         take = RemoteTake(self)
         # Every voice's form parts before any request: a bad voice id fails here.
         for segment in self.segments_of(request):

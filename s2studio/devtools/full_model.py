@@ -38,9 +38,9 @@ import numpy as np
 
 from .options import add_arguments, from_namespace, knob
 from .random_init import Init
-from .tiny_codec import CodecConfig, codec_metadata, codec_tensors
-from .tiny_model import read_vocab_layout
-from .tiny_text import ARCH, TextConfig, text_metadata, text_tensors
+from .tiny_codec import CodecConfig, codec_tensors
+from .tiny_model import read_vocab_layout, start_gguf
+from .tiny_text import TextConfig, text_tensors
 
 TYPES = ("f32", "f16", "q8_0", "q4_k")
 FILE_TYPES = {"f32": "ALL_F32", "f16": "MOSTLY_F16", "q8_0": "MOSTLY_Q8_0", "q4_k": "MOSTLY_Q4_K_S"}
@@ -215,8 +215,6 @@ def write_full_gguf(out: str | os.PathLike, tokenizer: str | os.PathLike, option
                     log: Callable[[str], None] = _to_stderr, **knobs) -> dict:
     """Write the full-size model to ``out`` (several GB with the defaults), with the ids of
     ``tokenizer`` (``full_tokenizer`` for the real ones). Returns a summary."""
-    import gguf
-
     if options is not None and knobs:
         raise TypeError("give either options or keyword knobs, not both")
     o = options if options is not None else FullModelOptions(**knobs)
@@ -226,12 +224,9 @@ def write_full_gguf(out: str | os.PathLike, tokenizer: str | os.PathLike, option
     text = text_tensors(SpecInit(), tc)
     codec = codec_tensors(SpecInit(), cc)
 
-    w = gguf.GGUFWriter(str(out), ARCH)
-    w.add_name("full-s2-random")
-    w.add_description(f"random-weight full-size S2 Pro layout perf model, seed {o.seed} (make_full_s2.py)")
-    w.add_file_type(gguf.LlamaFileType[FILE_TYPES[o.dtype]])
-    text_metadata(w, tc)
-    codec_metadata(w, cc)
+    w = start_gguf(out, "full-s2-random",
+                   f"random-weight full-size S2 Pro layout perf model, seed {o.seed} (make_full_s2.py)",
+                   FILE_TYPES[o.dtype], tc, cc)
 
     plan = []  # (spec, dtype, is_big)
     for s in text.values():

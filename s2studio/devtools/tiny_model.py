@@ -149,25 +149,35 @@ def encode_tensor(arr: np.ndarray, dtype: str):
     raise ValueError(dtype)
 
 
+def start_gguf(out: str | Path, name: str, description: str, file_type: str, text: TextConfig,
+               codec: CodecConfig):
+    """A GGUFWriter for ``out`` holding the S2 metadata of both halves; the caller adds the tensors.
+    ``file_type`` names a ``gguf.LlamaFileType`` (the type of the big weights)."""
+    import gguf  # imported here, not at the top: it is the slowest import and only writing needs it
+
+    w = gguf.GGUFWriter(str(out), ARCH)
+    w.add_name(name)
+    w.add_description(description)
+    w.add_file_type(gguf.LlamaFileType[file_type])
+    text_metadata(w, text)
+    codec_metadata(w, codec)
+    return w
+
+
 def write_tiny_gguf(out: str | Path, tokenizer: str | Path, options: TinyModelOptions | None = None,
                     **knobs) -> dict:
     """Write the tiny model described by ``options`` (or by keyword knobs, e.g. ``seed=5,
     qk_norm=True``) to ``out``, with the vocabulary of ``tokenizer``. Returns a summary (seed,
     vocab layout, samples per frame, parameter counts by type, both configs)."""
-    import gguf  # imported here: only writing needs it, and it is the slowest import
-
     o = options if options is not None else TinyModelOptions(**knobs)
     if options is not None and knobs:
         raise TypeError("give either options or keyword knobs, not both")
     text, codec = configs(o, read_vocab_layout(tokenizer, o.vocab_pad))
     init = Init(o.seed)
-    w = gguf.GGUFWriter(str(out), ARCH)
-    w.add_name("tiny-s2-random")
-    # The text names the script the golden models were written with: their sha256 covers it.
-    w.add_description(f"random-weight S2 Pro layout test model, seed {o.seed} (make_tiny_s2.py)")
-    w.add_file_type(gguf.LlamaFileType[FILE_TYPES[o.dtype]])
-    text_metadata(w, text)
-    codec_metadata(w, codec)
+    # The description names the script the golden models were written with: their sha256 covers it.
+    w = start_gguf(out, "tiny-s2-random",
+                   f"random-weight S2 Pro layout test model, seed {o.seed} (make_tiny_s2.py)",
+                   FILE_TYPES[o.dtype], text, codec)
 
     stats: dict[str, int] = {}
     for name, arr in text_tensors(init, text).items():

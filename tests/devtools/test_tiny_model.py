@@ -180,12 +180,11 @@ def test_the_tools_are_thin_command_lines_over_the_package():
     """tools/ holds no second copy of a generator: each generator script only runs the package's main."""
     import ast
 
-    tools = pathlib.Path(__file__).resolve().parents[2] / "tools"
     wrappers = {"make_tiny_s2.py": "tiny_model", "make_tiny_tokenizer.py": "tiny_tokenizer",
                 "make_full_s2.py": "full_model", "make_full_tokenizer.py": "full_tokenizer",
                 "requantize_gguf.py": "requantize"}
     for script, module in wrappers.items():
-        tree = ast.parse((tools / script).read_text())
+        tree = ast.parse((TOOLS / script).read_text())
         defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
         assert not defs, f"{script} defines {[d.name for d in defs]}: the code belongs in s2studio.devtools"
         imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]

@@ -18,8 +18,8 @@ beat; the "x floor" columns say how far above it we are. Ratios within one run a
 compare across machines and commits, never absolute times.
 
 ``--make full-q8_0|full-q4_k|full-f16`` writes a full-size random-weight S2 Pro GGUF (the real
-layout and sizes, random weights) with tools/make_full_s2.py into --cache-dir (default
-./bench-models, 3-10 GB), once.
+layout and sizes, random weights) with tools/make_full_s2.py (s2studio.devtools.full_model) into
+--cache-dir (default ./bench-models, 3-10 GB), once.
 """
 
 from __future__ import annotations
@@ -66,6 +66,8 @@ def memory_bandwidth_gbps(gb: float = 2.0, reps: int = 5) -> float:
 
 def ensure_model(kind: str, cache_dir: pathlib.Path) -> pathlib.Path:
     cache_dir.mkdir(parents=True, exist_ok=True)
+    # The generators (s2studio.devtools) run through their tools/ command lines in a child process:
+    # in this one, their memory would count in the peak RSS this benchmark reports.
     tools = ROOT / "tools"
     if kind == "tiny":
         out = cache_dir / "tiny.gguf"

@@ -6,8 +6,6 @@ import hashlib
 import os
 import tempfile
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -19,7 +17,6 @@ os.environ.setdefault("S2STUDIO_CACHE_DIR", tempfile.mkdtemp(prefix="s2studio-te
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "data" / "golden"
-TOOLS = ROOT / "tools"
 TINY_TOKENIZER = GOLDEN / "tts_f32" / "tokenizer.json"
 
 
@@ -35,10 +32,15 @@ def tiny_tokenizer() -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def make_tiny_model(tmp_path_factory):
-    """make_tiny_model(*generator_args, quant=None) -> path of a GGUF built by
-    tools/make_tiny_s2.py (and re-typed by tools/requantize_gguf.py when ``quant`` is given).
-    Cached per argument list for the session. With ``quant``, returns (quantized, dequantized
-    float32 reference)."""
+    """make_tiny_model(*generator_args, quant=None) -> path of a GGUF built in-process by the
+    package's generator (``s2studio.devtools.tiny_model``; the arguments are its command-line
+    flags, e.g. ``"--seed", "5", "--qk-norm", "on"``), re-typed by ``s2studio.devtools.requantize``
+    when ``quant`` is given. Cached per argument list for the session. With ``quant``, returns
+    (quantized, dequantized float32 reference)."""
+    from s2studio.devtools.options import parse_options
+    from s2studio.devtools.requantize import requantize_gguf
+    from s2studio.devtools.tiny_model import TinyModelOptions, write_tiny_gguf
+
     cache: dict[tuple, object] = {}
     folder = tmp_path_factory.mktemp("tiny-models")
 
@@ -48,13 +50,11 @@ def make_tiny_model(tmp_path_factory):
             return cache[key]
         tag = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
         base = folder / f"base-{tag}.gguf"
-        subprocess.run([sys.executable, str(TOOLS / "make_tiny_s2.py"), "--tokenizer", str(TINY_TOKENIZER),
-                        "--out", str(base), *args], check=True, capture_output=True)
+        write_tiny_gguf(base, TINY_TOKENIZER, parse_options(TinyModelOptions, args))
         result: object = base
         if quant is not None:
             q, ref = folder / f"{quant}-{tag}.gguf", folder / f"{quant}-{tag}-ref.gguf"
-            subprocess.run([sys.executable, str(TOOLS / "requantize_gguf.py"), str(base), str(q),
-                            "--type", quant, "--dequantized-out", str(ref)], check=True, capture_output=True)
+            requantize_gguf(base, q, quant, dequantized_out=ref)
             result = (q, ref)
         cache[key] = result
         return result

@@ -1,4 +1,4 @@
-"""Random GGUF quantized blocks with sane scales, for the kernel tests and ``--self-test``.
+"""Random GGUF quantized blocks with sane scales (kernel tests, ``--self-test``, ``requantize``).
 
 gguf-py cannot quantize the K-types, so random bytes stand in for the codes and only the
 float16 (super-)block scales are set to plausible values; ``gguf.quants.dequantize`` then gives
@@ -30,3 +30,24 @@ def random_blocks(type_name: str, rows: int, cols: int, seed: int) -> np.ndarray
 def dequantized(type_name: str, raw: np.ndarray, cols: int) -> np.ndarray:
     """The exact float weights of ``raw`` (rows, cols)."""
     return gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[type_name]).reshape(raw.shape[0], cols)
+
+
+def random_blocks_with_std(shape: tuple[int, ...], type_name: str, target_std: float, seed: int) -> np.ndarray:
+    """uint8 blocks of a K-type tensor of float ``shape`` whose dequantized values have the
+    standard deviation ``target_std``: random bytes, every (super-)block scale set to the one
+    value that gives that std. ``requantize`` uses it where gguf-py has no quantizer."""
+    rows, cols = int(np.prod(shape[:-1])), shape[-1]
+    qtype = gguf.GGMLQuantizationType[type_name]
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(0, 256, size=(rows, cols // block, size), dtype=np.uint8)
+
+    def set_scales(value: float) -> None:
+        f16 = np.frombuffer(np.float16(value).tobytes(), dtype=np.uint8)
+        for off in SCALE_OFFSETS[type_name]:
+            raw[:, :, off:off + 2] = f16
+
+    set_scales(1.0)
+    std = float(gguf.quants.dequantize(raw.reshape(rows, -1), qtype).std())
+    set_scales(target_std / max(std, 1e-12))
+    return raw.reshape(*shape[:-1], cols // block * size)

@@ -1,6 +1,6 @@
 """The RVQ audio codec half of the tiny model: ``c.encoder.*``, ``c.quantizer.*``,
-``c.decoder.*`` tensors and the ``fish_speech.codec.*`` metadata (adapted from
-``tools/make_tiny_s2.py``). Same encoder/decoder rates and 10 codebooks as the real codec, so
+``c.decoder.*`` tensors and the ``fish_speech.codec.*`` metadata (used by
+``tiny_model`` and ``full_model``). Same encoder/decoder rates and 10 codebooks as the real codec, so
 the real decoder path runs; scales keep the output a non-silent waveform inside (-1, 1)."""
 
 from __future__ import annotations

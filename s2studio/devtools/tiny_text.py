@@ -1,6 +1,6 @@
 """The Dual-AR transformer half of the tiny model: Slow-AR + Fast-AR tensors and the
 ``fish-speech.*`` / ``fish_speech.*`` metadata, in the exact S2 Pro / s2.cpp layout
-(adapted from ``tools/make_tiny_s2.py``; every dimension shrunk, block structure kept)."""
+(every dimension a parameter; ``tiny_model`` shrinks them, ``full_model`` uses the real ones)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,26 @@
-"""A tiny byte-level BPE ``tokenizer.json`` in the layout S2 Pro / s2.cpp expects (adapted from
-``tools/make_tiny_tokenizer.py``): ids 0..255 the GPT-2 byte alphabet (so "\\n" is 198, which
-s2.cpp hard-codes), then BPE merges learned from a small embedded English corpus, then the S2
-control tokens, then ``<|semantic:0|>`` .. ``<|semantic:{codebook_size-1}|>``."""
+"""The tiny byte-level BPE ``tokenizer.json`` in the layout S2 Pro / s2.cpp expects.
+
+Trained with the HuggingFace ``tokenizers`` library on a small English corpus embedded below;
+the S2 control tokens and the semantic tokens are then appended as *special* added tokens:
+
+    ids 0..255                 byte-level alphabet (GPT-2 byte order, so "\\n" == "Ċ" == 198,
+                               the id s2.cpp hard-codes)
+    ids 256..B-1               BPE merges learned from the corpus
+    ids B..                    <|endoftext|>, <|im_start|>, <|im_end|>, modality and
+                               speaker tokens (see CONTROL_TOKENS)
+    ids S..S+codebook_size-1   <|semantic:0|> .. <|semantic:{codebook_size-1}|>
+
+s2.cpp reads the <|im_start|>, <|im_end|> and <|voice|> ids from this file but takes the
+semantic id range from the GGUF metadata; ``tiny_model`` reads the semantic range back from
+this file so that both agree. Command line: ``tools/make_tiny_tokenizer.py`` (``main``).
+"""
 
 from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
@@ -100,3 +117,41 @@ def build_tokenizer(codebook_size: int, bpe_vocab: int) -> Tokenizer:
         raise RuntimeError(f"special tokens do not start right after the BPE vocab ({first} != {base})")
     return tok
 
+
+
+def make_tiny_tokenizer(out: str | Path, codebook_size: int = 128, bpe_vocab: int = 512) -> dict:
+    """Write the tiny ``tokenizer.json`` to ``out``; returns the ids a model file must agree with."""
+    if bpe_vocab < 256:
+        raise ValueError("bpe_vocab must be at least 256 (the byte alphabet)")
+    tok = build_tokenizer(codebook_size, bpe_vocab)
+    tok.save(str(out))
+    vocab = tok.get_vocab(with_added_tokens=True)
+    return {
+        "bpe_vocab": tok.get_vocab_size(with_added_tokens=False),
+        "total_tokens": tok.get_vocab_size(with_added_tokens=True),
+        "im_start": vocab["<|im_start|>"],
+        "im_end": vocab["<|im_end|>"],
+        "voice": vocab["<|voice|>"],
+        "semantic_begin": vocab["<|semantic:0|>"],
+        "semantic_end": vocab[f"<|semantic:{codebook_size - 1}|>"],
+        "newline": vocab["Ċ"],
+    }
+
+
+def main(argv=None) -> int:
+    """Command line (``tools/make_tiny_tokenizer.py``): write the file, print its ids as JSON."""
+    ap = argparse.ArgumentParser(prog="make_tiny_tokenizer.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="output tokenizer.json path")
+    ap.add_argument("--codebook-size", type=int, default=128,
+                    help="number of <|semantic:N|> tokens (= fish_speech.codebook_size of the GGUF)")
+    ap.add_argument("--bpe-vocab", type=int, default=512,
+                    help="size of the byte-level BPE vocabulary before special tokens (>= 256)")
+    a = ap.parse_args(argv)
+    try:
+        info = make_tiny_tokenizer(a.out, a.codebook_size, a.bpe_vocab)
+    except ValueError as err:
+        ap.error(str(err))
+    json.dump(info, sys.stdout, indent=1)
+    print()
+    return 0

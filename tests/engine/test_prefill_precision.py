@@ -9,13 +9,12 @@ s2.cpp's. The prefill is now a float32 GEMM on the exact weights, a chunk of row
 from __future__ import annotations
 
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
+from s2studio.devtools.requantize import requantize_gguf
 from s2studio.engine.kernels import qmatrix
 from s2studio.engine.model.loader import load_dual_ar
 from s2studio.engine.model.transformer import CPU_PREFILL_MIN_ROWS, linear
@@ -39,9 +38,7 @@ def retyped(tmp_path_factory):
     def build(case: str, type_name: str):
         if (case, type_name) not in cache:
             q, ref = folder / f"{case}-{type_name}.gguf", folder / f"{case}-{type_name}-ref.gguf"
-            subprocess.run([sys.executable, str(ROOT / "tools" / "requantize_gguf.py"),
-                            str(GOLDEN / case / "model.gguf"), str(q), "--type", type_name,
-                            "--dequantized-out", str(ref)], check=True, capture_output=True)
+            requantize_gguf(GOLDEN / case / "model.gguf", q, type_name, dequantized_out=ref)
             cache[(case, type_name)] = (q, ref)
         return cache[(case, type_name)]
 

@@ -1,6 +1,6 @@
 """The AArch64 levels of _qdot.c (neon, dotprod), checked on an x86 machine under qemu.
 
-devtools/qdot_arm_check/qdot_arm_check.c runs every row function at every level on random blocks
+tools/qdot_arm_check/qdot_arm_check.c runs every row function at every level on random blocks
 of each type and requires each level's outputs to be bit-identical to the scalar level's and
 each activation row among m rows to be bit-identical to it alone (see its README). Built with
 setup.py's flags, once for baseline AArch64 (sdot chosen at run time by the hwcaps) and once for
@@ -16,7 +16,7 @@ import pytest
 
 CC = shutil.which("aarch64-linux-gnu-gcc")
 QEMU = shutil.which("qemu-aarch64")
-SRC = Path(__file__).resolve().parents[2] / "devtools" / "qdot_arm_check" / "qdot_arm_check.c"
+SRC = Path(__file__).resolve().parents[2] / "tools" / "qdot_arm_check" / "qdot_arm_check.c"
 FLAGS = ["-O3", "-std=c99", "-Wall", "-Werror", "-fno-strict-aliasing"]
 
 pytestmark = pytest.mark.skipif(CC is None or QEMU is None,

@@ -1,7 +1,7 @@
 """K-quant CPU kernels (qkernels_k) against gguf-py's reference dequantization.
 
 gguf-py cannot quantize K-types, so the blocks are random bytes with sane float16 super-block
-scales (the idea of tools/requantize_gguf.py::_random_k_blocks). Every dequantized value must
+scales (``s2studio.devtools.quant_blocks``, as ``requantize`` draws them). Every dequantized value must
 be bit-exact with ``gguf.quants.dequantize``; the GEMV only differs from float64
 dequantize-then-matmul by float32 summation order.
 """

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import pathlib
 import re
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
+from s2studio.devtools.full_tokenizer import make_full_tokenizer
 from s2studio.errors import InputError, TokenizerError
 from s2studio.engine.model.gguf_file import GGUFFile
 from s2studio.engine.text.tokenizer import (
@@ -25,7 +24,6 @@ from s2studio.engine.text.tokenizer import (
     load_tokenizer,
 )
 
-ROOT = pathlib.Path(__file__).parent.parent.parent
 GOLDEN = pathlib.Path(__file__).parent.parent / "data" / "golden"
 TOK_PATH = GOLDEN / "tts_f32" / "tokenizer.json"
 CASES = json.loads((GOLDEN / "tts_f32" / "tokenizer_cases.json").read_text(encoding="utf-8"))
@@ -349,8 +347,7 @@ def test_find_tokenizer(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def full_tokenizer_path(tmp_path_factory):
     out = tmp_path_factory.mktemp("full") / "tokenizer.json"
-    subprocess.run([sys.executable, str(ROOT / "tools" / "make_full_tokenizer.py"), "--out", str(out)],
-                   check=True, capture_output=True)
+    make_full_tokenizer(out)
     return out
 
 

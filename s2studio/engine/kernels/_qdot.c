@@ -31,7 +31,7 @@
  *   dotprod (sdot), NEON; else portable C); set_level() lets the tests run every path the CPU
  *   has. The AArch64 rows vectorize only the exact integer parts and keep the portable rows'
  *   float operations, so their outputs are bit-identical to the "scalar" level's (checked
- *   under qemu: devtools/qdot_arm_check, tests/engine/test_qdot_arm.py).
+ *   under qemu: tools/qdot_arm_check, tests/engine/test_qdot_arm.py).
  * - no threads here: the caller's threads (a numba prange, the engine's one pool) each call
  *   s2q_gemv_tasks, which hands out rows in small tasks from an atomic counter (dynamic
  *   scheduling: see there); nothing holds a lock or touches a Python object.
@@ -39,7 +39,7 @@
  * Entry points take every argument as int64 (pointers too): numba calls them as external
  * symbols with a fixed signature on every platform.
  */
-#ifndef S2Q_NO_PYTHON /* the standalone ARM check (devtools/qdot_arm_check) includes this file */
+#ifndef S2Q_NO_PYTHON /* the standalone ARM check (tools/qdot_arm_check) includes this file */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #endif
@@ -1087,7 +1087,7 @@ static void init_tables(void) { best_level = L_SCALAR; }
  * only compute the integer parts with vector instructions; integer sums are exact (no lane
  * overflows: bounds at each function), so every output is bit-identical to the "scalar"
  * level's, and hence a row among others is bit-identical to it alone (checked under qemu by
- * devtools/qdot_arm_check and tests/engine/test_qdot_arm.py, with GCC and clang). Where the
+ * tools/qdot_arm_check and tests/engine/test_qdot_arm.py, with GCC and clang). Where the
  * compiler fuses a*b+c into an FMA (clang by default; GCC in GNU C mode, not under setup.py's
  * -std=c99) it fuses the same expressions in both, so that still holds; such a build differs
  * from an x86 build only in that rounding (within the tests' bounds), and with setup.py's GCC

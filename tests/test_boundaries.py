@@ -28,6 +28,10 @@ FORBIDDEN = {
     # The client of a server: the engine's torch-free value types and text splitter, never the model.
     "remote": ("s2studio.app", "s2studio.cli", "s2studio.server", "PySide6", "torch", "s2studio.engine.model",
                "s2studio.engine.codec", "s2studio.engine.kernels"),
+    # The app's project and takes model: plain state and operations, tested without a window.
+    "app/project.py": ("PySide6", "sounddevice"),
+    "app/project_file.py": ("PySide6", "sounddevice"),
+    "app/take_model.py": ("PySide6", "sounddevice", "s2studio.app.widgets", "s2studio.app.takes_controller"),
 }
 # The one sanctioned way into the app: the entry point opens it when run without a command.
 ALLOWED = {("cli/__init__.py", "s2studio.app")}
@@ -152,3 +156,16 @@ def test_cli_commands_do_not_import_each_other():
     cycles = sorted(f"{a} <-> {b}" for a in uses for b in uses[a] if a < b and a in uses.get(b, ()))
     assert not cycles, cycles
     assert {"options", "outputs"} <= set(uses), "the shared CLI helper modules moved"
+
+
+def test_the_window_and_the_takes_controller_keep_to_each_others_public_side():
+    """The controller gets its collaborators in its constructor and answers through signals: it
+    never reaches the window; the window uses the controller's public methods and signals only."""
+    controller = ast.parse((ROOT / "app" / "takes_controller.py").read_text(encoding="utf-8"))
+    names = {n.id for n in ast.walk(controller) if isinstance(n, ast.Name)}
+    attrs = {n.attr for n in ast.walk(controller) if isinstance(n, ast.Attribute)}
+    assert "window" not in names | attrs and "MainWindow" not in names
+    window = ast.parse((ROOT / "app" / "main_window.py").read_text(encoding="utf-8"))
+    private = sorted(n.attr for n in ast.walk(window) if isinstance(n, ast.Attribute) and n.attr.startswith("_")
+                     and isinstance(n.value, ast.Attribute) and n.value.attr == "takes")
+    assert not private, private

@@ -20,6 +20,7 @@ from PySide6.QtCore import QEvent, QObject, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
+    QFileDialog,
     QFrame,
     QLabel,
     QMainWindow,
@@ -174,12 +175,23 @@ class MainWindow(QMainWindow):
         self.audio.problem.connect(self.show_notice)
         self._drop_catcher = _DropCatcher(self)
         QApplication.instance().installEventFilter(self._drop_catcher)
-        # The takes model (app/takes_controller.py): the autosaved project, the sentence view.
+        # The takes (app/takes_controller.py over app/take_model.py): the autosaved project, the sentence
+        # view. The controller gets the widgets it drives and answers through its signals.
         self._live_output = True  # False while sentences of a take are regenerated
         self.live_starts: dict[int, int] = {}
         self._chunk_start = 0
         self._eta: EtaEstimator | None = None
-        self.takes = TakesController(self)
+        self.takes = TakesController(
+            self, segments_view=self.segments_view, output=self.output, editor=self.editor,
+            voice_panel=self.voice_panel, audio=self.audio, settings=lambda: self.settings,
+            engine_config=self.engine_config, is_generating=lambda: self.generating,
+            live_starts=lambda: self.live_starts)
+        self.takes.problem.connect(self.show_problem)
+        self.takes.problem_gone.connect(self.error_banner.dismiss)
+        self.takes.notice.connect(self.show_notice)
+        self.takes.status_message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
+        self.takes.regenerate_requested.connect(lambda request: self.start_job(request, live=False))
+        self.takes.seed_reused.connect(self._use_seed)
         self.takes.restore()
         if self.segments_view.take is None:
             self.takes.show_script_preview()
@@ -420,6 +432,13 @@ class MainWindow(QMainWindow):
         if engine_changed:  # e.g. another model file: the last engine error was about the old one
             self.error_banner.dismiss(ENGINE)
 
+    def _use_seed(self, seed: int) -> None:
+        """A take's "Reuse seed": the next takes use its seed, locked."""
+        s = self.settings.copy()
+        s.seed, s.seed_locked = int(seed), True
+        self.apply_settings(s)
+        self.statusBar().showMessage(f"The next takes use seed {seed} (Settings ▸ seed, locked).", 8000)
+
     def open_settings(self) -> None:
         dialog = SettingsDialog(self.settings, engine_devices=self.engine_devices,
                                 codec_verdict=self._codec_verdict(), parent=self, api_keys=self.api_keys)
@@ -591,7 +610,7 @@ class MainWindow(QMainWindow):
 
     def _take_of(self, finished: FinishedTake) -> Take:
         """The finished take, kept in the project sentence by sentence (and so autosaved)."""
-        return self.takes.output_take(self.takes.record(finished, self.generate_bar.stats.text()))
+        return self.takes.take_finished(finished, self.generate_bar.stats.text())
 
     def _on_finished(self, finished: FinishedTake) -> None:
         result = finished.result
@@ -702,8 +721,7 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         window_state.remember(self, self.settings)
-        self.takes.project.script = self.editor.text()
-        self.takes.flush()
+        self.takes.flush(script=self.editor.text())
         self.worker.cancel()
         self.audio.stop()
         if self.audio.recording:

@@ -55,7 +55,7 @@ class GenerateRequest:
     stream_stride: int = 4
     voice_label: str = ""  # what the history shows for the voice
     speaker_voices: tuple = ()  # ((speaker N, saved voice id), ...): a dialogue, see engine/take.py
-    # Regenerating sentences of an existing take (app/takes_controller.py): which segments, with
+    # Regenerating sentences of an existing take (app/take_model.py): which segments, with
     # which seeds, for which take ("" = a new take of the whole text).
     only_segments: tuple[int, ...] | None = None
     segment_seeds: dict | None = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from s2studio.app import takes_controller
+from s2studio.app import take_model
 from s2studio.app.project_file import load_project_file
 
 SCRIPT = "One here. Two there. Three now."
@@ -30,7 +30,7 @@ def _slices(take, audio):
 def seeds(monkeypatch):
     """Regenerations draw fixed seeds, so the tiny model's output is the same every run."""
     drawn = iter(range(1000, 2000))
-    monkeypatch.setattr(takes_controller, "new_seed", lambda: next(drawn))
+    monkeypatch.setattr(take_model, "new_seed", lambda: next(drawn))
 
 
 def _three_sentences(make_window, fast_settings, tts_model, **overrides):

@@ -43,9 +43,11 @@ from s2studio.app.requests import (
     WorkerError,
     engine_settings,
     generation_params,
+    synthesis_request,
 )
 from s2studio.app.settings import MAX_RECENT_SCRIPTS, AppSettings, save_settings
-from s2studio.engine.pipeline import EngineSettings, Segmentation, split_request_text
+from s2studio.engine.pipeline import EngineSettings
+from s2studio.engine.take import segments_of
 from s2studio.app.widgets.error_banner import Banner
 from s2studio.app.widgets.output_panel import OutputPanel, Take
 from s2studio.app.progress_eta import EtaEstimator
@@ -531,10 +533,8 @@ class MainWindow(QMainWindow):
     def start_job(self, request: GenerateRequest, live: bool = True) -> None:
         """Run a take (``live``: shown and played as it is made) or, with ``request.take_id``,
         regenerate sentences of a take (the take is re-assembled when they are done)."""
-        seg = Segmentation(enabled=request.segmentation, max_chars=request.segment_max_chars,
-                           pause_ms=request.pause_ms)
         try:
-            all_segments = split_request_text(request.text, seg)
+            all_segments = segments_of(synthesis_request(request))
         except S2Error as err:  # e.g. a hand-edited settings file with an impossible limit
             self.show_problem(str(err), TEXT)
             self.segments_view.set_busy(set())

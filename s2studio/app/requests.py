@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from s2studio.app.settings import AppSettings
+from s2studio.engine.api import PostProcess, Segmentation, SynthesisRequest
 from s2studio.engine.params import GenerationParams
 from s2studio.engine.pipeline import EngineSettings
 
@@ -109,3 +110,24 @@ class WorkerError:
     details: str  # traceback, for the Details view
     expected: bool  # True for the engine's own errors (bad file, bad input), False for bugs
     log_file: str = ""
+
+
+def synthesis_request(request: GenerateRequest) -> SynthesisRequest:
+    """The engine's request for a ``GenerateRequest`` (the worker runs it; the window asks its
+    segments of the engine, so both see one split)."""
+    return SynthesisRequest(
+        text=request.text,
+        voice=request.voice_id,
+        reference_audio=request.reference_audio,
+        reference_text=request.reference_text or None,
+        generation=request.sampling,
+        segmentation=Segmentation(enabled=request.segmentation, max_chars=request.segment_max_chars,
+                                  pause_ms=request.pause_ms),
+        postprocess=PostProcess(trim_silence=request.trim_silence, normalize=request.normalize,
+                                dynamic_normalize=request.dynamic_normalize),
+        stream_stride=request.stream_stride,
+        only_segments=request.only_segments,
+        segment_seeds=request.segment_seeds,
+        # a dialogue: each speaker's turns in its own voice (engine.take)
+        speaker_voices=dict(request.speaker_voices) or None,
+    )

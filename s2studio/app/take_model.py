@@ -21,7 +21,7 @@ from s2studio.app.project import Project, ProjectTake, Sentence, SentenceVersion
 from s2studio.app.project_file import versions_of
 from s2studio.app.requests import FinishedTake, GenerateRequest
 from s2studio.engine.params import GenerationParams
-from s2studio.engine.pipeline import EngineSettings, Segmentation, split_request_text
+from s2studio.engine.pipeline import EngineSettings, Segmentation
 
 # every sampling field but the seed: a take keeps its base seed apart (ProjectTake.base_seed)
 SAMPLING_FIELDS = {f.name for f in dataclasses.fields(GenerationParams)} - {"seed"}
@@ -62,7 +62,7 @@ def take_settings(request: GenerateRequest) -> dict:
         "voice_kind": "reference" if request.reference_audio is not None else
                       ("voice" if request.voice_id else "none"),
         "reference_text": request.reference_text,
-        # a dialogue: each speaker's saved voice (app/dialogue.py)
+        # a dialogue: each speaker's saved voice (engine/take.py)
         "speaker_voices": [[int(n), str(v)] for n, v in request.speaker_voices],
     }
 
@@ -74,11 +74,8 @@ def params_summary(settings: dict) -> str:
 
 
 def segment_audio(result, seg) -> np.ndarray:
-    """A segment's own audio: the pipeline's, or (a server's result) its slice of the take."""
-    if getattr(seg, "audio", None) is not None:
-        return np.asarray(seg.audio, np.float32)
-    # remote results without segment audio: the segment is cut out of the take's audio
-    return np.asarray(result.audio[seg.start_sample:seg.end_sample], np.float32)
+    """A segment's own audio, as every engine's result carries it (engine.take)."""
+    return np.asarray(seg.audio, np.float32)
 
 
 def _version(result, seg) -> SentenceVersion:
@@ -86,19 +83,11 @@ def _version(result, seg) -> SentenceVersion:
 
 
 def sentences_of(request: GenerateRequest, result) -> tuple[list[Sentence], list[tuple[int, object]]]:
-    """A finished take's sentences (no versions yet) and the (sentence index, segment) pairs made."""
-    if request.speaker_voices:
-        # A dialogue is one take per speaker's turn, joined (app/dialogue.py): its sentences are
-        # the segments it made, in order, with the sentence pause between them.
-        sentences = [Sentence(seg.text, request.pause_ms) for seg in result.segments]
-        if sentences:
-            sentences[-1].pause_after_ms = 0
-        return sentences, list(enumerate(result.segments))
-    # The segments the engine really used (a text too long for the model's context is split
-    # further); remote results without segment audio do not list them: the same split, made here.
-    segments = getattr(result, "all_segments", None) or split_request_text(
-        request.text, segmentation_of(take_settings(request)), int(result.seed))
-    return [Sentence(s.text, s.pause_after_ms) for s in segments], [(seg.index, seg) for seg in result.segments]
+    """A finished take's sentences (no versions yet) and the (sentence index, segment) pairs made:
+    the segments the engine really spoke the text in (a text too long for the model's context is
+    split further; a dialogue is cut at its speaker turns first), made this time or not."""
+    sentences = [Sentence(s.text, s.pause_after_ms) for s in result.all_segments]
+    return sentences, [(seg.index, seg) for seg in result.segments]
 
 
 class TakesModel:
@@ -216,9 +205,6 @@ class TakesModel:
         """The request that makes these sentences of ``take`` again, sampled as the take was,
         each with its seed from ``seeds`` or a new one. Raises CannotRegenerate (why, for the user)."""
         settings = take.settings
-        if settings.get("speaker_voices"):
-            raise CannotRegenerate("Sentences of a dialogue (speakers with voices of their own) cannot be "
-                                   "regenerated one by one yet; generate the take again.")
         reference = self._references.get(take.id)
         if settings.get("voice_kind") == "reference" and reference is None:
             raise CannotRegenerate("This take was made with an unsaved reference clip, which projects do not "
@@ -236,6 +222,8 @@ class TakesModel:
             trim_silence=bool(post.get("trim_silence")), normalize=bool(post.get("normalize")),
             dynamic_normalize=bool(post.get("dynamic_normalize")), voice_label=take.voice_label,
             only_segments=tuple(sorted(indices)),
+            # a dialogue's sentences are spoken by the same speakers' voices again
+            speaker_voices=tuple((int(n), str(v)) for n, v in settings.get("speaker_voices") or ()),
             segment_seeds={i: (seeds or {}).get(i, new_seed()) for i in indices}, take_id=take.id)
 
     # ---- saving ----------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from s2studio.app.requests import (
     LoadRequest,
     SaveVoiceRequest,
     WorkerError,
+    synthesis_request,
 )
 from s2studio.errors import S2Error
 from s2studio.engine.pipeline import EngineSettings
@@ -182,29 +183,11 @@ class InferenceWorker(QObject):
         return self._remote
 
     def _generate(self, request: GenerateRequest) -> None:
-        from s2studio.engine.pipeline import PostProcess, Segmentation, SynthesisRequest
-
         engine = self._ensure_loaded(request.engine)
         if self._is_cancelled(request):
             self.cancelled.emit()
             return
-        synthesis = SynthesisRequest(
-            text=request.text,
-            voice=request.voice_id,
-            reference_audio=request.reference_audio,
-            reference_text=request.reference_text or None,
-            generation=request.sampling,
-            segmentation=Segmentation(enabled=request.segmentation, max_chars=request.segment_max_chars,
-                                      pause_ms=request.pause_ms),
-            postprocess=PostProcess(trim_silence=request.trim_silence, normalize=request.normalize,
-                                    dynamic_normalize=request.dynamic_normalize),
-            stream_stride=request.stream_stride,
-            only_segments=request.only_segments,
-            segment_seeds=request.segment_seeds,
-            # a dialogue: each speaker's turns in its own voice (engine.take)
-            speaker_voices=dict(request.speaker_voices) or None,
-        )
-        job = engine.synthesize(synthesis)
+        job = engine.synthesize(synthesis_request(request))
         with self._lock:
             self._job = job
             if request.created <= self._cancelled_at:

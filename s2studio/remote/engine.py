@@ -32,8 +32,6 @@ import http.client
 import json
 import logging
 import socket
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import Generator, Iterator
 

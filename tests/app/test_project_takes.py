@@ -402,8 +402,8 @@ def test_while_a_take_is_heard_as_it_is_made_the_highlight_follows_what_is_heard
     assert [a for a, _ in take.spans()] == [starts[0], starts[1], starts[2]]  # the same places as the final take
 
 
-def test_a_dialogue_take_is_kept_by_sentences_and_says_it_cannot_regenerate_one(make_window, fast_settings,
-                                                                               tts_model, qtbot):
+def test_a_dialogue_take_is_kept_by_sentences_and_one_of_them_regenerates(make_window, fast_settings, tts_model,
+                                                                          qtbot):
     window = make_window(fast_settings(tts_model, max_new_tokens=6, pause_ms=120, segmentation_enabled=True))
     codes = np.random.default_rng(1).integers(0, 128, size=(10, 30), dtype=np.int32)
     alice = window.library.save(None, codes, "This is Alice speaking.", name="Alice", codebook_size=128)
@@ -417,6 +417,17 @@ def test_a_dialogue_take_is_kept_by_sentences_and_says_it_cannot_regenerate_one(
     assert [s.text for s in take.sentences] == ["Hello there.", "How are you?", "Good morning!"]
     np.testing.assert_array_equal(window.output.current.audio, blocker.args[0].result.audio)
     assert window.takes.project.speaker_voices == {"0": alice.id}
+    # One sentence of a dialogue regenerates like any other: in its speaker's voice, the others untouched.
+    before = _slices(take, window.output.current.audio)
     window.segments_view.table.selectRow(1)
-    window.segments_view.regenerate_button.click()
-    assert not window.generating and "dialogue" in window.error_banner.text
+    with qtbot.waitSignal(window.worker.finished, timeout=60_000) as again:
+        window.segments_view.regenerate_button.click()
+    assert again.args[0].request.only_segments == (1,)
+    assert again.args[0].request.speaker_voices == ((0, alice.id),)
+    assert [(s.index, s.speaker) for s in again.args[0].result.segments] == [(1, 0)]
+    qtbot.waitUntil(lambda: not window.generating, timeout=5000)
+    assert window.output.history.count() == 1 and not window.error_banner.isVisible()
+    assert [len(s.versions) for s in take.sentences] == [1, 2, 1]
+    after = _slices(take, window.output.current.audio)
+    np.testing.assert_array_equal(after[0], before[0])
+    np.testing.assert_array_equal(after[2], before[2])

@@ -1,7 +1,8 @@
 """The takes model (app/take_model.py) without Qt: takes made by the real pipeline on the tiny
 model become project takes sentence by sentence, regenerations become versions, locks and chosen
-versions, what "Regenerate unlocked" asks for, dialogue and unsaved-clip takes that cannot be
-regenerated, a server's result (no segment audio), and the round trip through the autosave folder.
+versions, what "Regenerate unlocked" asks for, dialogue takes (regenerated with their speakers'
+voices), unsaved-clip takes after a restart, a server's result (no codes), and the round trip
+through the autosave folder.
 No QApplication is made here."""
 
 from __future__ import annotations
@@ -14,18 +15,11 @@ import numpy as np
 import pytest
 
 from s2studio.app.project_file import load_project_folder, save_project_folder
-from s2studio.app.requests import FinishedTake, GenerateRequest
+from s2studio.app.requests import FinishedTake, GenerateRequest, synthesis_request
 from s2studio.app.take_model import CannotRegenerate, TakesModel, take_settings
 from s2studio.engine.params import GenerationParams
-from s2studio.engine.pipeline import (
-    EngineSettings,
-    Pipeline,
-    PostProcess,
-    Segmentation,
-    SegmentResult,
-    SynthesisRequest,
-    SynthesisResult,
-)
+from s2studio.engine.pipeline import EngineSettings, Pipeline, SegmentResult, SynthesisResult
+from s2studio.engine.text.segmentation import Segment
 
 SCRIPT = "One here. Two there. Three now."
 ENGINE = EngineSettings(model_path="model.gguf", codec_mode="cpu", threads=2)  # what requests carry
@@ -48,15 +42,7 @@ def _request(text=SCRIPT, **overrides) -> GenerateRequest:
 
 def _run(pipeline, request: GenerateRequest) -> FinishedTake:
     """What the worker does with a request (app/worker.py), in this thread."""
-    synthesis = SynthesisRequest(
-        text=request.text, voice=request.voice_id, reference_audio=request.reference_audio,
-        reference_text=request.reference_text or None, generation=request.sampling,
-        segmentation=Segmentation(enabled=request.segmentation, max_chars=request.segment_max_chars,
-                                  pause_ms=request.pause_ms),
-        postprocess=PostProcess(trim_silence=request.trim_silence, normalize=request.normalize,
-                                dynamic_normalize=request.dynamic_normalize),
-        only_segments=request.only_segments, segment_seeds=request.segment_seeds)
-    return FinishedTake(request, pipeline.synthesize(synthesis).run_to_end())
+    return FinishedTake(request, pipeline.synthesize(synthesis_request(request)).run_to_end())
 
 
 def test_the_model_imports_without_qt():
@@ -121,31 +107,34 @@ def test_locked_sentences_are_not_asked_for_and_new_seeds_are_drawn(monkeypatch)
     assert set(request.segment_seeds) == {1, 2} and 500 <= request.segment_seeds[1] < 600  # else a new one
 
 
-def _made_result(texts, *, rate=1000, audio_per_segment=True, cancelled_from=None) -> SynthesisResult:
+def _made_result(texts, *, rate=1000, cancelled_from=None, pause=60, speakers=None) -> SynthesisResult:
     """An engine result built from the engine's own value types (a take of ``texts``, 100 samples
-    each with 60 ms pauses); segments from ``cancelled_from`` on were not reached."""
+    each with ``pause`` ms pauses); segments from ``cancelled_from`` on were not reached."""
     pieces, segments, pos = [], [], 0
+    speakers = speakers or [None] * len(texts)
     reached = texts if cancelled_from is None else texts[:cancelled_from]
     for i, text in enumerate(reached):
         audio = np.full(100, 0.1 * (i + 1), np.float32)
         if i:
-            pieces.append(np.zeros(60, np.float32))
-            pos += 60
+            pieces.append(np.zeros(pause, np.float32))
+            pos += pause
         pieces.append(audio)
         segments.append(SegmentResult(index=i, text=text, seed=100 + i, codes=np.zeros((10, 2), np.int32),
-                                      stop_reason="end", start_sample=pos, end_sample=pos + 100,
-                                      audio=audio if audio_per_segment else None))
+                                      stop_reason="end", start_sample=pos, end_sample=pos + 100, audio=audio,
+                                      speaker=speakers[i]))
         pos += 100
+    every = [Segment(i, t, speakers[i], pause if i < len(texts) - 1 else 0, 100 + i) for i, t in enumerate(texts)]
     return SynthesisResult(audio=np.concatenate(pieces), sample_rate=rate, codes=np.zeros((10, 0), np.int32),
                            seed=7, stop_reason="cancelled" if cancelled_from is not None else "end",
-                           segments=segments)
+                           segments=segments, all_segments=every)
 
 
-def test_a_servers_result_without_segment_audio_gives_the_same_take(pipeline):
-    # remote results without segment audio: no segment audio, no list of all segments
+def test_a_servers_result_without_codes_gives_the_same_take(pipeline):
+    # A remote engine's result has no codes (a server sends audio): the take is the same.
     finished = _run(pipeline, _request())
-    remote = dataclasses.replace(finished.result, all_segments=[],
-                                 segments=[dataclasses.replace(s, audio=None) for s in finished.result.segments])
+    empty = np.zeros((0, 0), np.int32)
+    remote = dataclasses.replace(finished.result, codes=empty,
+                                 segments=[dataclasses.replace(s, codes=empty) for s in finished.result.segments])
     local_take = TakesModel().add_take(finished)
     remote_take = TakesModel().add_take(FinishedTake(finished.request, remote))
     assert [s.text for s in remote_take.sentences] == [s.text for s in local_take.sentences]
@@ -173,16 +162,18 @@ def test_a_stopped_take_keeps_what_was_made_and_regenerated_sentences_complete_i
     assert model.add_versions(FinishedTake(request, last)) is None and model.project.takes == []
 
 
-def test_a_dialogue_take_is_its_turns_sentences_and_cannot_be_regenerated_one_by_one():
+def test_a_dialogue_take_is_its_turns_sentences_and_regenerates_one_by_one():
     model = TakesModel()
     request = _request("<|speaker:0|>Hello there. <|speaker:1|>Good morning!", speaker_voices=((0, "alice"),),
                        pause_ms=120)
-    take = model.add_take(FinishedTake(request, _made_result(["Hello there.", "Good morning!"])))
+    made = _made_result(["Hello there.", "Good morning!"], pause=120, speakers=[0, 1])
+    take = model.add_take(FinishedTake(request, made))
     assert [s.text for s in take.sentences] == ["Hello there.", "Good morning!"]
     assert [s.pause_after_ms for s in take.sentences] == [120, 0]
     assert model.project.speaker_voices == {"0": "alice"}
-    with pytest.raises(CannotRegenerate, match="dialogue"):
-        model.regeneration(take, [1], ENGINE)
+    again = model.regeneration(take, [1], ENGINE, seeds={1: 5})
+    assert again.speaker_voices == ((0, "alice"),) and again.only_segments == (1,) and again.segment_seeds == {1: 5}
+    assert synthesis_request(again).speaker_voices == {0: "alice"}
 
 
 def test_an_unsaved_clip_regenerates_in_its_session_only_and_the_project_round_trips(tmp_path):

@@ -30,8 +30,9 @@ FORBIDDEN = {
 }
 # The one sanctioned way into the app: the entry point opens it when run without a command.
 ALLOWED = {("cli/__init__.py", "s2studio.app")}
-# What the app may use of the engine: the Pipeline API, its parameters and the voice library.
-PUBLIC_ENGINE = ("s2studio.engine.pipeline", "s2studio.engine.params", "s2studio.engine.voices")
+# What the app may use of the engine: the Pipeline API, its parameters and modes, and the voice library.
+PUBLIC_ENGINE = ("s2studio.engine.pipeline", "s2studio.engine.params", "s2studio.engine.modes",
+                 "s2studio.engine.voices")
 
 
 def imported_modules(path: pathlib.Path) -> set[str]:

@@ -40,7 +40,7 @@ import numpy as np
 
 from s2studio.engine.kernels import backend
 from s2studio.engine.kernels import common as qkernels
-from s2studio.engine.modes import GemvSchedule
+from s2studio.engine.modes import GemvSchedule, IntDot
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def import_error() -> str | None:
 
 def available() -> bool:
     """Built, and not switched off by the kernel settings (backend.KernelSettings.int_dot)."""
-    return built() and backend.settings().int_dot != "off"
+    return built() and backend.settings().int_dot != IntDot.OFF
 
 
 def handles(type_name: str) -> bool:

@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from benchmarks.bench_engine import memory_bandwidth_gbps  # noqa: E402
+from s2studio.engine.kernels import backend  # noqa: E402
 from s2studio.engine.kernels import common as qkernels  # noqa: E402
 from s2studio.engine.kernels import intdot  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
@@ -70,7 +71,7 @@ def main() -> None:
         args.threads, args.rows, args.matrices = 1, 1024, 1
     set_threads(args.threads)
     qkernels.sync_threads(args.threads)
-    print(f"loadavg {loadavg()}; integer path: {intdot.describe()}")
+    print(f"loadavg {loadavg()}; {backend.describe(TYPES)}")
     for m in (int(v) for v in args.m.split(",")):
         if args.cpu_seconds:
             per_cpu_second(args, m)

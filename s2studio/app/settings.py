@@ -22,6 +22,7 @@ from pathlib import Path
 
 from s2studio.app import paths
 from s2studio.audio.atomic_file import UnreadableFileError, atomic_output, read_regular_file
+from s2studio.engine.modes import CodecMode, TokenizerMode
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,9 @@ MAX_SETTINGS_BYTES = 16 << 20
 MAX_CORRUPT_BACKUPS = 5
 _BACKUP_RE = r"\.corrupt(?:-(\d{8}-\d{6})(?:-(\d+))?)?"
 
-TOKENIZER_MODES = ("hf", "s2cpp")
-CODEC_MODES = ("auto", "cpu", "follow")
+# Stored as their words (the settings file is JSON); checked against the engine's enums.
+TOKENIZER_MODES = tuple(TokenizerMode.choices())
+CODEC_MODES = tuple(CodecMode.choices())
 ENGINES = ("local", "server")  # the model on this computer, or on `s2studio serve` elsewhere
 MAX_RECENT_SCRIPTS = 10  # File ▸ Recent scripts
 

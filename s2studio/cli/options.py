@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 
 from s2studio.engine.limits import argparse_type
+from s2studio.engine.modes import CodecMode, CudaGraphs, TokenizerMode, WeightDtype
 
-# engine.model.static_step.MODES, spelled out so that building the parser (and --help) never
-# imports torch; tests/test_cli_synth.py checks the two stay equal.
-CUDA_GRAPH_MODES = ("auto", "on", "off", "eager", "compile")
+# From the torch-free engine.modes, so building the parser (and --help) never imports torch;
+# tests/test_cli_synth.py checks they equal engine.model.static_step.MODES.
+CUDA_GRAPH_MODES = tuple(CudaGraphs.choices())
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
@@ -17,7 +18,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--model", default="model.gguf", help="S2 Pro GGUF file (default: model.gguf)")
     p.add_argument("-t", "--tokenizer", default=None,
                    help="tokenizer.json (default: beside the model, its parent folder, or ./)")
-    p.add_argument("--tokenizer-mode", choices=["hf", "s2cpp"], default="hf",
+    p.add_argument("--tokenizer-mode", choices=TokenizerMode.choices(), default=TokenizerMode.HF.value,
                    help="hf: HF tokenizers, as the model was trained (default); s2cpp: s2.cpp's exact ids")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default: cpu)")
     p.add_argument("-c", "--cuda", type=int, metavar="N", default=None, help="same as --device cuda:N")
@@ -26,12 +27,12 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                    help="not available in the torch engine (use --cuda or --metal)")
     p.add_argument("-ngl", "--gpu-layers", type=argparse_type("gpu_layers", "--gpu-layers"), default=-1,
                    help="Slow-AR layers on the GPU: -1 all (default), 0 none, N the first N")
-    p.add_argument("--dtype", default="auto", choices=["auto", "quantized", "float32", "float16", "bfloat16"],
+    p.add_argument("--dtype", default=WeightDtype.AUTO.value, choices=WeightDtype.choices(),
                    help="weights: auto (float32 files stay float32; quantized blocks stay quantized on the CPU, "
                         "the rest float16), quantized, or dequantize everything to float32/float16/bfloat16")
     p.add_argument("-threads", "--threads", type=argparse_type("threads", "--threads"), default=0,
                    help="CPU threads (0 = all cores; more than the cores is clamped to them)")
-    p.add_argument("--cuda-graphs", choices=CUDA_GRAPH_MODES, default="auto",
+    p.add_argument("--cuda-graphs", choices=CUDA_GRAPH_MODES, default=CudaGraphs.AUTO.value,
                    help="decode steps as CUDA graphs (fewer kernel launches); matters only on CUDA: auto "
                         "(default) = on when the whole model is on one CUDA GPU, off = dynamic steps")
     add_codec_mode_options(p)
@@ -40,13 +41,13 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
 def add_codec_mode_options(p: argparse.ArgumentParser) -> None:
     """s2.cpp's three codec placement flags, stored as ``codec_mode``."""
     codec = p.add_mutually_exclusive_group()
-    codec.add_argument("--codec-auto", dest="codec_mode", action="store_const", const="auto",
+    codec.add_argument("--codec-auto", dest="codec_mode", action="store_const", const=CodecMode.AUTO.value,
                        help="benchmark the codec on CPU and GPU once, keep the faster (default)")
-    codec.add_argument("--codec-cpu", dest="codec_mode", action="store_const", const="cpu",
+    codec.add_argument("--codec-cpu", dest="codec_mode", action="store_const", const=CodecMode.CPU.value,
                        help="always decode audio on the CPU")
-    codec.add_argument("--codec-follow-backend", dest="codec_mode", action="store_const", const="follow",
+    codec.add_argument("--codec-follow-backend", dest="codec_mode", action="store_const", const=CodecMode.FOLLOW.value,
                        help="decode audio on the engine's device")
-    p.set_defaults(codec_mode="auto")
+    p.set_defaults(codec_mode=CodecMode.AUTO.value)
 
 
 def engine_settings(args: argparse.Namespace):

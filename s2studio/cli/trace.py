@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 
+from s2studio.engine.modes import WeightDtype
 from s2studio.errors import InputError
 
 
@@ -48,7 +49,8 @@ def register(subparsers) -> None:
     p.add_argument("--main-tokens", required=True, help="int32 [F] Slow-AR tokens to feed (.npy)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default cpu)")
-    p.add_argument("--dtype", default="auto", help="weights dtype: auto, quantized, float32, float16, bfloat16")
+    p.add_argument("--dtype", default=WeightDtype.AUTO.value,  # no choices: f16, f32, bf16 are accepted too
+                   help=f"weights dtype: {WeightDtype.listing()}")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores)")
     p.add_argument("--no-kv-f16", action="store_true",
                    help="do not round the KV cache to fp16 (s2.cpp does)")

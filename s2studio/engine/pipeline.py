@@ -47,28 +47,38 @@ from s2studio.engine.take import (  # noqa: F401 - check_request and split_reque
     split_request_text,
     voice_for,
 )
+from s2studio.engine.modes import CodecMode, CudaGraphs, TokenizerMode, WeightDtype
 from s2studio.errors import InputError, ModelFileError
 
 log = logging.getLogger(__name__)
 
-CODEC_MODES = ("auto", "cpu", "follow")
+CODEC_MODES = tuple(CodecMode.choices())
 
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """What to load and where. Changing a field reloads only the parts that depend on it."""
+    """What to load and where. Changing a field reloads only the parts that depend on it.
+
+    The modes are checked here, once: a word (as the CLI, the server and the settings file
+    pass them) becomes its enum (engine.modes, still equal to the word), an unknown word is an
+    ``InputError`` when the settings are made, not later at load."""
 
     model_path: str
     tokenizer_path: str | None = None  # None: look beside the model (s2.cpp's search order)
-    tokenizer_mode: str = "hf"  # "hf" (as trained, fish-speech) or "s2cpp" (s2.cpp's exact ids)
+    tokenizer_mode: TokenizerMode = TokenizerMode.HF  # as trained (fish-speech) or s2.cpp's exact ids
     device: str = "cpu"  # cpu | cuda | cuda:N | mps
     gpu_layers: int = -1  # -1 all layers on the GPU device, 0 none, N the first N
-    dtype: str = "auto"  # weights: auto | float32 | float16 | bfloat16
+    dtype: WeightDtype = WeightDtype.AUTO  # weights: auto | quantized | float32 | float16 | bfloat16
     threads: int = 0  # CPU threads, 0 = all cores
-    codec_mode: str = "auto"  # auto (benchmark CPU vs GPU) | cpu | follow (the engine's device)
+    codec_mode: CodecMode = CodecMode.AUTO  # auto (benchmark CPU vs GPU) | cpu | follow (the engine's device)
     # Decode steps of a take run alone: auto (CUDA graphs when the whole model is on one CUDA
-    # GPU, else the dynamic path) | on | off | eager | compile (engine.model.static_step.MODES).
-    cuda_graphs: str = "auto"
+    # GPU, else the dynamic path) | on | off | eager | compile (engine.modes.CudaGraphs).
+    cuda_graphs: CudaGraphs = CudaGraphs.AUTO
+
+    def __post_init__(self) -> None:
+        for name, mode in (("tokenizer_mode", TokenizerMode), ("dtype", WeightDtype), ("codec_mode", CodecMode),
+                           ("cuda_graphs", CudaGraphs)):
+            object.__setattr__(self, name, mode.parse(getattr(self, name)))  # frozen: set once, here
 
 
 class Pipeline:
@@ -133,11 +143,7 @@ class Pipeline:
             s = self._settings
             t0 = time.perf_counter()
             report = progress or (lambda stage, frac: None)
-            check("gpu_layers", s.gpu_layers)
-            from s2studio.engine.model.static_step import MODES as CUDA_GRAPH_MODES
-
-            if s.cuda_graphs not in CUDA_GRAPH_MODES:
-                raise InputError(f"Unknown cuda_graphs mode '{s.cuda_graphs}'. Use {', '.join(CUDA_GRAPH_MODES)}.")
+            check("gpu_layers", s.gpu_layers)  # the modes were checked when the settings were made
             set_threads(s.threads)
             if self._gguf is None:
                 from s2studio.engine.model.gguf_file import GGUFFile
@@ -179,8 +185,6 @@ class Pipeline:
 
         s = self._settings
         engine_device = self.placement.fast_device if self.placement is not None else "cpu"
-        if s.codec_mode not in CODEC_MODES:
-            raise InputError(f"Unknown codec mode '{s.codec_mode}'. Use auto, cpu or follow.")
         return load_placed_codec(s.model_path, engine_device, s.codec_mode)
 
     def unload(self) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from s2studio.engine.modes import WeightDtype
 from s2studio.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -58,15 +59,13 @@ def choose_dtype(device: str, weights_are_f32: bool, requested: str = "auto") ->
     activations too, so f16 loses nothing against s2.cpp; on CPU torch's f16 GEMV is also
     faster than bf16 here (perf-anchor notes). The residual stream always stays float32.
     """
-    table = {"float32": torch.float32, "f32": torch.float32, "float16": torch.float16,
-             "f16": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
-    if requested == "quantized":
+    table = {WeightDtype.FLOAT32: torch.float32, WeightDtype.FLOAT16: torch.float16,
+             WeightDtype.BFLOAT16: torch.bfloat16}
+    requested = WeightDtype.parse(requested)  # already one where it came from EngineSettings
+    if requested == WeightDtype.QUANTIZED:
         return torch.float16
-    if requested != "auto":
-        try:
-            return table[requested]
-        except KeyError:
-            raise InputError(f"Unknown dtype '{requested}'. Use auto, quantized, float32, float16 or bfloat16.") from None
+    if requested != WeightDtype.AUTO:
+        return table[requested]
     return torch.float32 if weights_are_f32 else torch.float16
 
 

@@ -27,7 +27,8 @@ import torch
 
 pytest.importorskip("numba")
 
-from s2studio.engine.kernels import intdot  # noqa: E402
+from s2studio.engine.kernels import backend, intdot  # noqa: E402
+from s2studio.engine.kernels.backend import KernelSettings  # noqa: E402
 from s2studio.devtools.quant_blocks import dequantized as reference, random_blocks  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
 
@@ -195,16 +196,16 @@ def test_engine_falls_back_to_numba_without_the_extension():
 @pytest.mark.parametrize("planes", [1, 2])
 @pytest.mark.parametrize("qtype", TYPES)
 @pytest.mark.parametrize("rows", [1, 31, 32, 33, 1000])
-def test_dynamic_schedule_gives_the_static_split_s_numbers(qtype, rows, planes, monkeypatch):
+def test_dynamic_schedule_gives_the_static_split_s_numbers(qtype, rows, planes):
     """Threads claiming rows from a shared counter (the default) write every row, each with the
     same arithmetic as the static split, whichever thread computed it."""
     raw = random_blocks(qtype, rows, 512, seed=rows)
     x = np.random.default_rng(rows).standard_normal((3, 512)).astype(np.float32)
     out = {}
     for dynamic in (False, True):
-        monkeypatch.setattr(intdot, "DYNAMIC", dynamic)
-        got = np.full((3, rows), np.nan, np.float32)
-        intdot.gemv(qtype, raw, x, got, planes)
+        with backend.configured(KernelSettings(schedule="dynamic" if dynamic else "static")):
+            got = np.full((3, rows), np.nan, np.float32)
+            intdot.gemv(qtype, raw, x, got, planes)
         out[dynamic] = got
     assert not np.isnan(out[True]).any()
     np.testing.assert_array_equal(out[True], out[False])

@@ -344,9 +344,8 @@ def test_pipeline_setting_reaches_the_frame_loop():
     assert p.model is not None and p.model.static_decoder is None  # no reload, the steps dropped
     p.synthesize(request).run_to_end()
     assert p.model.static_decoder is None
-    p.configure(dataclasses.replace(settings, cuda_graphs="sometimes"))
-    with pytest.raises(InputError, match="cuda_graphs"):
-        p.load()
+    with pytest.raises(InputError, match="cuda_graphs"):  # refused where the settings are made
+        p.configure(dataclasses.replace(settings, cuda_graphs="sometimes"))
 
 
 # ---- on a real CUDA GPU (skipped elsewhere; run by benchmarks/gpu_check.sh on a lent GPU) -----

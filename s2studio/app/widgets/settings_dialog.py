@@ -27,10 +27,13 @@ from PySide6.QtWidgets import (
 
 from s2studio.app.settings import AppSettings
 from s2studio.audio import devices
+from s2studio.engine.modes import CodecMode, TokenizerMode
 
 S2_PRO_SLOW_LAYERS = 36  # the GPU-layers slider's range (S2 Pro's Slow-AR depth)
-CODEC_MODE_LABELS = {"auto": "Auto (benchmark CPU vs GPU once)", "cpu": "Always the CPU",
-                     "follow": "Follow the engine's device"}
+CODEC_MODE_LABELS = {CodecMode.AUTO.value: "Auto (benchmark CPU vs GPU once)", CodecMode.CPU.value: "Always the CPU",
+                     CodecMode.FOLLOW.value: "Follow the engine's device"}
+TOKENIZER_MODE_LABELS = {TokenizerMode.HF.value: "As trained (hf, recommended)",
+                         TokenizerMode.S2CPP.value: "s2.cpp's exact token ids (s2cpp)"}
 
 
 def _path_row(edit: QLineEdit, on_browse) -> QWidget:
@@ -95,8 +98,8 @@ class SettingsDialog(QDialog):
         self.tokenizer_path.setPlaceholderText("beside the model file")
         form.addRow("Tokenizer (tokenizer.json):", _path_row(self.tokenizer_path, self._browse_tokenizer))
         self.tokenizer_mode = QComboBox()
-        self.tokenizer_mode.addItem("As trained (hf, recommended)", "hf")
-        self.tokenizer_mode.addItem("s2.cpp's exact token ids (s2cpp)", "s2cpp")
+        for mode, label in TOKENIZER_MODE_LABELS.items():
+            self.tokenizer_mode.addItem(label, mode)
         self.tokenizer_mode.setCurrentIndex(max(0, self.tokenizer_mode.findData(s.tokenizer_mode)))
         form.addRow("Tokenizer mode:", self.tokenizer_mode)
         self.device = QComboBox()

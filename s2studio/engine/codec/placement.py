@@ -24,11 +24,12 @@ from typing import Callable
 import numpy as np
 import torch
 
+from s2studio.engine.modes import CodecMode
 from s2studio.engine.verdict_cache import cache_dir, machine_key, read_entry, write_entry
 
 log = logging.getLogger(__name__)
 
-MODES = ("auto", "follow", "cpu")
+MODES = tuple(CodecMode.choices())
 GPU_MAX_RELATIVE_TIME = 0.90  # keep the GPU only when gpu_ms < 0.90 * cpu_ms
 BENCH_FRAMES = 8
 CACHE_VERSION = 1

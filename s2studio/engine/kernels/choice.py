@@ -95,10 +95,11 @@ def default_cache_path() -> str:
 def cache_key(type_name: str) -> str:
     import numba
 
-    from s2studio.engine.kernels import intdot
+    from s2studio.engine.kernels import backend
 
-    # The K-quant GEMV path (C integer kernels or numba float32) changes the timing: re-measure.
-    path = intdot.describe() if intdot.handles(type_name) else "numba"
+    # The GEMV stack (C integer kernels, their level and schedule, or numba) changes the timing:
+    # another stack is measured again.
+    path = backend.describe([type_name])
     return machine_key(str(torch.get_num_threads()), torch.__version__, numba.__version__, type_name, path)
 
 

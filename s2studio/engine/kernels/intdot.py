@@ -23,6 +23,9 @@ Rows are independent: an activation row's output is bit-identical whatever the o
 and however many (each row has its own accumulators and the same operation order), which
 batching requests into one GEMV relies on.
 
+Which activations, which schedule, and whether this path runs at all are chosen in one place,
+``backend`` (its ``KernelSettings``); this module is the mechanism.
+
 Threads: no pool of our own. Each thread of a numba ``prange`` calls the C function once and
 claims rows from a shared counter (linked as an external symbol, so numba's on-disk cache
 still works), so the work runs on the same OpenMP/workqueue pool, with the same thread count,
@@ -32,11 +35,12 @@ as the other kernels, but a thread that the OS deschedules does not hold the oth
 from __future__ import annotations
 
 import logging
-import os
 
 import numpy as np
 
+from s2studio.engine.kernels import backend
 from s2studio.engine.kernels import common as qkernels
+from s2studio.engine.modes import GemvSchedule, IntDot
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +55,6 @@ TYPES = ("Q4_K", "Q5_K", "Q6_K", "Q3_K", "Q2_K", "Q8_0")
 TYPE_IDS = {} if _qdot is None else {name: getattr(_qdot, name) for name in TYPES if hasattr(_qdot, name)}
 ACT_BLOCK = 256  # activation values per int8 scale; Q8_0 rows of other lengths get zero-padded activations
 ROWS_PER_TASK = 32  # rows per C call: small enough to balance 2-16 threads on 1024+ rows
-# S2_INT_DOT: 2 (default) activations as two int8 planes, the values and what they missed (for
-# Q8_0: int16 activations, as precise); 1: one int8 plane (ggml's Q8_K; faster, ~1 % error);
-# 0: the float32 numba kernels.
-_MODE = os.environ.get("S2_INT_DOT", "2").strip()
-_DISABLED = _MODE == "0"
-PLANES = 1 if _MODE == "1" else 2
-# S2_GEMV_SCHEDULE: "dynamic" (default): threads claim rows in small tasks, so a thread that
-# shares its core with another program does not hold up the GEMV; "static": equal shares per
-# thread, as before (kept to measure the difference: docs/performance.md, "A busy machine").
-DYNAMIC = os.environ.get("S2_GEMV_SCHEDULE", "dynamic").strip().lower() != "static"
 
 _gemv = None
 if _qdot is not None and qkernels.numba is not None:
@@ -130,17 +124,29 @@ if _qdot is not None and qkernels.numba is not None:
     _gemv_i16 = qkernels._jit(_gemv_i16_py, parallel=False)
 
 
+def built() -> bool:
+    """The extension is importable and numba can call it (whatever the settings say)."""
+    return _gemv is not None
+
+
+def import_error() -> str | None:
+    return _IMPORT_ERROR
+
+
 def available() -> bool:
-    return _gemv is not None and not _DISABLED
+    """Built, and not switched off by the kernel settings (backend.KernelSettings.int_dot)."""
+    return built() and backend.settings().int_dot != IntDot.OFF
 
 
 def handles(type_name: str) -> bool:
-    return available() and type_name in TYPE_IDS
+    return backend.int_dot_ready(type_name)
 
 
-def gemv(type_name: str, raw: np.ndarray, x: np.ndarray, out: np.ndarray, planes: int | None = None) -> None:
+def gemv(type_name: str, raw: np.ndarray, x: np.ndarray, out: np.ndarray, planes: int | None = None,
+         schedule: GemvSchedule | None = None) -> None:
     """out (m, rows) = x (m, cols) float32, C-contiguous, m <= 16, times the blocks ``raw``ᵀ.
-    ``planes``: 1 = int8 activations; 2 = plus their int8-quantized residual (Q8_0: int16)."""
+    ``planes``: 1 = int8 activations; 2 = plus their int8-quantized residual (Q8_0: int16).
+    ``planes`` and ``schedule`` default to the kernel settings' (backend.settings())."""
     cols = x.shape[1]
     if cols % ACT_BLOCK:
         # Only Q8_0 (32-value blocks) has such rows, in tiny test models; S2 Pro's are all
@@ -149,8 +155,10 @@ def gemv(type_name: str, raw: np.ndarray, x: np.ndarray, out: np.ndarray, planes
         padded = np.zeros((x.shape[0], cols + ACT_BLOCK - cols % ACT_BLOCK), np.float32)
         padded[:, :cols] = x
         x = padded
-    planes = PLANES if planes is None else planes
-    workers = qkernels.numba.get_num_threads() if DYNAMIC else 0  # 0: the static split
+    chosen = backend.settings()
+    planes = chosen.planes if planes is None else planes
+    dynamic = (chosen.schedule if schedule is None else schedule) == GemvSchedule.DYNAMIC
+    workers = qkernels.numba.get_num_threads() if dynamic else 0  # 0: the static split
     if type_name == "Q8_0" and planes == 2:
         _gemv_i16(_qdot.Q8_0_I16, raw, x, out, workers)
     else:
@@ -158,15 +166,8 @@ def gemv(type_name: str, raw: np.ndarray, x: np.ndarray, out: np.ndarray, planes
 
 
 def describe() -> str:
-    """One line for logs and the self-test: which K-quant/Q8_0 decode GEMV path runs, and why."""
-    if _qdot is None:
-        return f"numba float32 (the C integer kernels are not built: {_IMPORT_ERROR})"
-    if qkernels.numba is None:
-        return "none (numba is missing)"
-    if _DISABLED:
-        return "numba float32 (S2_INT_DOT=0)"
-    acts = "1 int8 activation plane" if PLANES == 1 else "2 int8 activation planes, Q8_0 int16"
-    return f"C integer dot products ({_qdot.level()}, {acts})"
+    """Which K-quant/Q8_0 decode GEMV path runs, and why (backend.describe says it per type)."""
+    return backend.int_dot_status()
 
 
 def level() -> str | None:

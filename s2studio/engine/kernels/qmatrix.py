@@ -2,9 +2,9 @@
 
 Resident memory stays at the file's size: the blocks are the memory-mapped bytes of the file
 itself (the OS shares them with its page cache), and nothing is dequantized at load.
-- decode steps (a few activation rows): the quantized GEMV kernel: for K-quants and Q8_0 the C
-  integer kernel (``intdot``: activations as int8 planes, int16 for Q8_0) where it is built,
-  else the numba kernel with float32 activations;
+- decode steps (a few activation rows): the quantized GEMV kernel that ``backend`` chooses: for
+  K-quants and Q8_0 the C integer kernel (``intdot``: activations as int8 planes, int16 for
+  Q8_0) where it is built and not switched off, else the numba kernel with float32 activations;
 - prefill (many rows): ``prefill_linear``: the matrix is dequantized to its exact float32 values
   a chunk of rows at a time and multiplied by torch's float32 GEMM (as the float16 path does);
 - embedding lookups: only the requested rows are dequantized.
@@ -25,6 +25,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from s2studio.engine.kernels import backend
 from s2studio.engine.kernels import common as qkernels
 from s2studio.engine.kernels import intdot
 from s2studio.engine.kernels import quant_types  # noqa: F401  (registers the K-quant kernels)
@@ -93,7 +94,8 @@ class QuantMatrix:
 
     def __init__(self, type_name: str, raw: np.ndarray, shape: tuple[int, int], int_dot: bool | None = None):
         """``int_dot``: GEMV by the C integer kernel (activations as int8 planes: intdot.py);
-        None (the engine): wherever it is built for this type; False: the float32 kernel."""
+        None (the engine): as the kernel settings choose for this type at each GEMV
+        (backend.kernel_for); False: the float32 kernel."""
         kern = qkernels.KERNELS.get(type_name)
         if kern is None:
             raise ValueError(f"no CPU kernel for {type_name}")
@@ -104,9 +106,15 @@ class QuantMatrix:
         self.kernels = kern
         self.raw = np.asarray(raw)  # a plain ndarray view of the map (numba rejects np.memmap)
         self.shape = torch.Size(shape)
-        if int_dot and not intdot.handles(type_name):
+        if int_dot and not (intdot.built() and type_name in intdot.TYPE_IDS):
             raise ValueError(f"no integer kernel for {type_name} here: {intdot.describe()}")
-        self.int_dot = intdot.handles(type_name) if int_dot is None else int_dot
+        self._forced_int_dot = int_dot
+
+    @property
+    def int_dot(self) -> bool:
+        """Whether the next decode GEMV goes to the C integer kernel."""
+        forced = self._forced_int_dot
+        return backend.int_dot_ready(self.type_name) if forced is None else forced
 
     @property
     def dtype(self) -> str:

@@ -35,29 +35,24 @@ def load_dual_ar(path: str | os.PathLike[str], *, device: str = "cpu", gpu_layer
              plan.fast_device, str(plan.dtype).replace("torch.", ""))
     quantized_types: frozenset[str] = frozenset()
     if plan.quantized and plan.gpu_layer_count < cfg.slow.n_layer:
+        from s2studio.engine.kernels import backend
         from s2studio.engine.kernels import common as qkernels
         from s2studio.engine.kernels.qmatrix import supported_types
 
+        in_file = {i.type_name for n, i in f.tensors.items() if i.type_name in supported_types()}
         if qkernels.available():
             from s2studio.engine.kernels.qmatrix import warm_up
 
-            in_file = {i.type_name for n, i in f.tensors.items() if i.type_name in supported_types()}
             warm_up(in_file)  # numba compiles here (first start only), not in the first prefill
-            if dtype == "auto":  # keep the blocks unless this machine runs them clearly slower
-                from s2studio.engine.kernels.choice import types_to_keep
-
-                quantized_types = types_to_keep(in_file)
-            else:
-                quantized_types = frozenset(in_file)
         else:
             log.warning("quantized CPU kernels unavailable (%s): dequantizing the weights to %s, which "
                         "takes about twice the memory", qkernels.IMPORT_ERROR, str(plan.dtype).replace("torch.", ""))
-    if quantized_types:
-        log.info("CPU weights kept quantized: %s", ", ".join(sorted(quantized_types)))
-        from s2studio.engine.kernels import intdot
-
-        if any(t in intdot.TYPES for t in quantized_types):  # the one line that says which path
-            log.info("K-quant and Q8_0 decode GEMV: %s", intdot.describe())
+        # auto: keep the blocks unless this machine runs them clearly slower than float16
+        quantized_types = backend.keep_quantized(in_file, measure=dtype == "auto")
+        if quantized_types:
+            log.info("CPU weights kept quantized: %s", ", ".join(sorted(quantized_types)))
+        if in_file:
+            log.info("%s", backend.describe(in_file, kept=quantized_types))  # the one line that says which path
     weights = load_weights(f, cfg, dtype=plan.dtype, slow_layer_devices=list(plan.layer_devices),
                            head_device=plan.head_device, fast_device=plan.fast_device, progress=progress,
                            quantized_types=quantized_types)

@@ -46,6 +46,7 @@ from s2studio.engine.kernels.qmatrix import QuantMatrix
 from s2studio.engine.model.dual_ar import DualAR
 from s2studio.engine.model.transformer import KVCache, apply_rope, feed_forward, linear, rms_norm, split_qkv
 from s2studio.engine.model.weights import LayerWeights, StackWeights
+from s2studio.engine.modes import CudaGraphs
 from s2studio.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ log = logging.getLogger(__name__)
 # eager   - static steps, never captured (to compare on a GPU; what "on" does on the CPU);
 # compile - static steps through torch.compile(mode="reduce-overhead") where Triton is
 #           importable, otherwise as "on".
-MODES = ("auto", "on", "off", "eager", "compile")
+MODES = tuple(CudaGraphs.choices())  # the words; EngineSettings turns them into engine.modes.CudaGraphs
 
 # The static Slow-AR cache is sized in these steps of positions: takes whose prompt + budget
 # round to the same size reuse the cache and the captured graphs (a new size re-captures).

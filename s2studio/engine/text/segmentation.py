@@ -52,10 +52,11 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from s2studio.engine.modes import SegmentationMode
 from s2studio.errors import InputError
 
 DEFAULT_SENTENCE_PAUSE_MS = 180  # s2.cpp server's sentence_pause_ms
-MODES = ("sentences", "s2cpp")
+MODES = tuple(SegmentationMode.choices())
 
 # `[tag]` (S2 inline control like [laugh], [whisper], [pause], [professional broadcast tone])
 # and `<|...|>` special markers. Bounded length and no newline, so a stray "[" cannot swallow
@@ -137,7 +138,7 @@ def split_text(
     if not isinstance(text, str):
         raise InputError(f"The text to split must be a string, not {type(text).__name__}.")
     if mode not in MODES:
-        raise InputError(f"Unknown segmentation mode {mode!r}; use one of {', '.join(MODES)}.")
+        raise InputError(SegmentationMode.unknown_message(mode))
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0:
         raise InputError(f"max_chars must be a whole number ≥ 0 (0 = no limit), not {max_chars!r}.")
     if isinstance(pause_ms, bool) or not isinstance(pause_ms, int) or pause_ms < 0:

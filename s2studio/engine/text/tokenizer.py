@@ -30,10 +30,11 @@ import re
 from pathlib import Path
 from typing import Iterable
 
+from s2studio.engine.modes import TokenizerMode
 from s2studio.errors import InputError, TokenizerError
 
-MODES = ("hf", "s2cpp")
-DEFAULT_MODE = "hf"
+MODES = tuple(TokenizerMode.choices())
+DEFAULT_MODE = TokenizerMode.HF.value
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"

@@ -19,6 +19,7 @@ from typing import Callable, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 
+from s2studio.engine.modes import SegmentationMode
 from s2studio.engine.params import GenerationParams
 
 ProgressCallback = Callable[[str, float], None]  # (stage, fraction of that stage done)
@@ -42,7 +43,10 @@ class Segmentation:
     enabled: bool = False
     max_chars: int = 0  # 0: no limit; otherwise cut longer sentences at clauses, then spaces
     pause_ms: int = 180
-    mode: str = "sentences"  # "sentences" (Unicode-aware) | "s2cpp" (s2.cpp's ASCII rules)
+    mode: SegmentationMode = SegmentationMode.SENTENCES  # Unicode-aware | s2cpp (s2.cpp's ASCII rules)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", SegmentationMode.parse(self.mode))  # checked once, where it is made
 
 
 @dataclass(frozen=True, eq=False)

@@ -33,7 +33,7 @@ def test_clone_save_list_and_reuse_gives_identical_audio(tmp_path):
     assert r2.returncode == 0, r2.stderr
     a, b = sf.read(tmp_path / "first.wav")[0], sf.read(tmp_path / "second.wav")[0]
     np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
-    # The saved profile has s2.cpp's byte layout (spec §8.2).
+    # The saved profile has s2.cpp's byte layout (docs/spec/engine.md §8.2).
     data = (vdir / "golden.s2voice").read_bytes()
     magic, version, n_cb, frames, rate, cb_size, t_len, c_size = struct.unpack_from("<8sIiiiiQQ", data, 0)
     assert magic == b"S2VOICE\0" and version == 1 and n_cb == 10 and rate == 44100 and cb_size == 128

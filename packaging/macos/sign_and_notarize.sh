@@ -9,7 +9,7 @@
 #
 # Signing is inside-out, every Mach-O on its own with the hardened runtime and a timestamp:
 # `codesign --deep` misses or mis-signs nested PySide6 frameworks and notarization then
-# rejects them (ANCHORS 5.5; pyinstaller/pyinstaller#8927). The PortAudio dylib that
+# rejects them (pyinstaller/pyinstaller#8927). The PortAudio dylib that
 # hook-sounddevice bundles is in that loop like every other library.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

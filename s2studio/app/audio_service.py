@@ -2,7 +2,7 @@
 
 Wraps ``s2studio.audio.devices`` for the UI thread. The PortAudio callbacks only touch the
 sources in ``playback.py``; this object polls them with a 30 ms QTimer and emits positions and
-levels as ordinary signals (ANCHORS §3.8). When audio is unavailable (no PortAudio, no
+levels as ordinary signals (no Qt call ever runs on the audio thread). When audio is unavailable (no PortAudio, no
 device) ``status`` says why and every method is a harmless no-op that reports the reason.
 """
 

@@ -4,7 +4,7 @@ The file is streamed into ``<name>.part`` beside its destination. Cancelling (or
 connection) keeps the part, and the next attempt continues from its end with an HTTP Range
 request. When all bytes are there the whole file is hashed and compared with what the Hub
 publishes (the LFS sha256 for model files, the git blob sha1 for small files); only a match is
-renamed to the final name, so a partial or corrupt file never looks complete (ANCHORS §5.10).
+renamed to the final name, so a partial or corrupt file never looks complete.
 
 ``huggingface_hub`` is imported lazily and only inside :class:`HuggingFaceClient`; tests pass
 a fake client with the same two methods.

@@ -1,7 +1,7 @@
 """What the output player plays: a jitter buffer for live audio, a seekable clip for replay.
 
 Both are read from the PortAudio callback thread and written from the UI thread, so every
-method takes a lock and none of them blocks or allocates much (ANCHORS §3.8).
+method takes a lock and none of them blocks or allocates much (a callback that waits makes the sound card drop audio).
 
 Live playback: generation delivers chunks of ~0.19 s at irregular times. The buffer waits for
 ``preroll`` seconds before it starts, so ordinary jitter never starves it. If the model is

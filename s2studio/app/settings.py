@@ -1,7 +1,7 @@
 """The app's settings: one dataclass, stored as JSON in the user config folder.
 
-Why not QSettings: its backends hand bools and ints back as strings on some platforms (ANCHORS
-§5.11). Loading is forgiving field by field (unknown keys ignored, a missing or wrongly-typed
+Why not QSettings: its backends hand bools and ints back as strings on some platforms.
+Loading is forgiving field by field (unknown keys ignored, a missing or wrongly-typed
 key takes its default) and a file that cannot be used at all (not UTF-8, not JSON, absurdly
 large) is moved aside to a dated backup and reported, so the app always starts. A UTF-8 byte
 order mark (Notepad adds one) is accepted. Backups are ``settings.json.corrupt`` for the first,

@@ -5,7 +5,7 @@ engine is imported on the first request (so the window is up before torch loads)
 loads lazily, and chunks travel back to the window as queued signals. An exception never
 crosses the thread: it becomes a :class:`WorkerError` on ``failed``.
 
-Contract (ANCHORS §4): signals ``loading(stage, fraction)``, ``progress(GenerationProgress)``,
+Contract: signals ``loading(stage, fraction)``, ``progress(GenerationProgress)``,
 ``chunk(samples, rate)``, ``finished(FinishedTake)``, ``failed(WorkerError)``, ``cancelled()``;
 slots ``submit(request)`` (connect it queued) and ``cancel()``, which is a plain thread-safe
 method — a queued cancel would wait behind the very job it is meant to stop.

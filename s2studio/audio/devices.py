@@ -2,11 +2,11 @@
 
 This is the only module that imports ``sounddevice``, and it does so lazily: on Linux the
 wheel carries no PortAudio, so ``import sounddevice`` raises ``OSError("PortAudio library not
-found")`` (ANCHORS §5.4). Every such failure becomes an :class:`AudioDeviceError` whose text
+found")``. Every such failure becomes an :class:`AudioDeviceError` whose text
 says what to do; callers disable recording/playback and show that text, and everything else
 (generating, exporting) keeps working.
 
-Rules the PortAudio callbacks follow (ANCHORS §3.8): they never touch Qt, never block, and
+Rules the PortAudio callbacks follow (they run on PortAudio's real-time thread): they never touch Qt, never block, and
 only copy small blocks. The player pulls from a *source* object (``read(n) -> float32[n]``,
 thread-safe, never blocking); the app provides the sources (a jitter buffer for live audio, a
 clip with a seekable position for replay). Microphones are opened at their own default rate

@@ -1,4 +1,4 @@
-"""Output post-processing, reproducing s2.cpp's float32 arithmetic (codec spec §8.3).
+"""Output post-processing, reproducing s2.cpp's float32 arithmetic (docs/spec/codec.md §8.3).
 
 All steps are off by default. Each function takes mono float32 audio and returns a new array;
 the input is never modified. The constants are s2.cpp's.

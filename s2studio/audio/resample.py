@@ -4,7 +4,7 @@ Two methods:
 
 * ``"soxr"`` (default): band-limited, very-high-quality resampling. Use this for real work: it
   does not alias, so a 48 kHz reference reaches the codec without folded-back high frequencies.
-* ``"linear"``: s2.cpp's ``audio_resample`` reproduced bit for bit (codec spec §8.1). It has no
+* ``"linear"``: s2.cpp's ``audio_resample`` reproduced bit for bit (docs/spec/codec.md §8.1). It has no
   anti-alias filter; it exists so parity tests against s2.cpp's golden dumps can feed the codec
   exactly the samples s2.cpp fed it. Verified bit-identical to s2.cpp's compiled function
   for 8/16/22.05/24/48 kHz -> 44.1 kHz and 44.1 kHz -> 16/22.05 kHz.

@@ -1,6 +1,6 @@
 """``s2studio synth``: text (and optionally a reference voice) to a WAV file.
 
-Flag names follow s2.cpp's CLI (spec engine.md §8.5), including its single-dash long forms
+Flag names follow s2.cpp's CLI (docs/spec/engine.md §8.5), including its single-dash long forms
 (``-text``, ``-max-tokens``...), so existing scripts keep working.
 """
 

@@ -25,7 +25,7 @@ class Placement:
     head_device: str  # embeddings (tied head), codebook embeddings, final norm
     fast_device: str
     dtype: torch.dtype  # working dtype of the weights that are not kept quantized
-    # CPU parts keep quantized GGUF blocks (Q8_0, K-quants) and compute on them (qkernels),
+    # CPU parts keep quantized GGUF blocks (Q8_0, K-quants) and compute on them (engine/kernels),
     # when a kernel exists for the block type; everything else is dequantized to ``dtype``.
     quantized: bool = False
 
@@ -57,7 +57,7 @@ def choose_dtype(device: str, weights_are_f32: bool, requested: str = "auto") ->
     exact parity), otherwise float16 (and quantized blocks stay quantized on the CPU, see
     ``plan_placement``). ``quantized`` is auto without the float32 case. ggml multiplies F16 weights with fp16-rounded
     activations too, so f16 loses nothing against s2.cpp; on CPU torch's f16 GEMV is also
-    faster than bf16 here (perf-anchor notes). The residual stream always stays float32.
+    faster than bf16 here (docs/performance.md). The residual stream always stays float32.
     """
     table = {WeightDtype.FLOAT32: torch.float32, WeightDtype.FLOAT16: torch.float16,
              WeightDtype.BFLOAT16: torch.bfloat16}

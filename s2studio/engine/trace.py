@@ -1,6 +1,6 @@
 """Teacher-forced tracing: run a model on a given prompt and given frames, keep every logit.
 
-This is how parity with s2.cpp is checked (golden README, "How to compare" 3): free-running
+This is how parity with s2.cpp is checked (tests/data/golden/README.md, "How to compare" 3): free-running
 outputs diverge at the first differing sample, teacher-forced logits do not. The arrays use
 the golden dump layout, so any new model file can be compared against s2.cpp the same way.
 """

@@ -1,6 +1,6 @@
 """s2.cpp's ``POST /generate`` request: multipart fields, their aliases, and the ``params`` JSON.
 
-Field names, aliases, lower bounds and defaults follow ``s2_server.cpp`` (spec engine.md §8.5):
+Field names, aliases, lower bounds and defaults follow ``s2_server.cpp`` (docs/spec/engine.md §8.5):
 numbers below their bound are clamped (``max(0, v)``), not refused; a value of the wrong JSON
 type is a 400, as nlohmann's ``get<T>()`` throwing there is. Unknown keys are ignored, for
 forward compatibility, as s2.cpp does. Keys s2.cpp accepts that have no meaning in this engine

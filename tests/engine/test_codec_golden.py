@@ -76,7 +76,7 @@ def test_decode_clamps_residual_codes_to_their_codebook(case):
 
 
 def test_decode_with_ggml_emulation_is_tighter():
-    # F16 rounding at ggml's points brings post_module from ~3e-4 to ~2e-5 (spec §9).
+    # F16 rounding at ggml's points brings post_module from ~3e-4 to ~2e-5 (docs/spec/codec.md §9).
     case = "codec_roundtrip"
     st = codec(case, emulate=True).decode_stages(dump(case, "codec_dec_codes_in"))
     assert max_abs(st["codec_dec_post_module"], dump(case, "codec_dec_post_module")) <= 2e-4

@@ -75,7 +75,7 @@ def test_clone_prompt_hf_differs_only_in_template_newlines(s2tok, hftok):
     hf = build_prompt(hftok, inputs["text"], semantic_begin_id=begin, num_codebooks=n_cb,
                       ref_codes=ref, ref_text=inputs["prompt_text"])
     # Swap in the HF ids of the two template strings that contain "\n\n" / ":\n"
-    # (spec §5.4); every other segment, and the codes, must be s2.cpp's.
+    # (docs/spec/engine.md §5.4); every other segment, and the codes, must be s2.cpp's.
     row = gold[0].tolist()
     for s in (SYSTEM_CLONE, SPEECH_HEADER):
         s2_ids, hf_ids = s2tok.encode(s), hftok.encode(s)

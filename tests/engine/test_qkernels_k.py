@@ -1,4 +1,4 @@
-"""K-quant CPU kernels (qkernels_k) against gguf-py's reference dequantization.
+"""K-quant CPU kernels (engine/kernels/quant_types.py) against gguf-py's reference dequantization.
 
 gguf-py cannot quantize K-types, so the blocks are random bytes with sane float16 super-block
 scales (``s2studio.devtools.quant_blocks``, as ``requantize`` draws them). Every dequantized value must

@@ -270,7 +270,7 @@ def test_bad_arguments():
         split_text(b"bytes")  # type: ignore[arg-type]
 
 
-# -- s2.cpp parity mode (spec §8.1) -------------------------------------------------------
+# -- s2.cpp parity mode (docs/spec/engine.md §8.1) -------------------------------------------------------
 
 
 @pytest.mark.parametrize(

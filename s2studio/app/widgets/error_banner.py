@@ -1,7 +1,7 @@
 """Inline banners: an error (with Details: traceback + log file) or a plain notice.
 
 Errors the user can fix (a bad model file, silent audio) are sentences in a banner, not modal
-dialogs: the app stays usable and the message stays visible while they fix it (ANCHORS §3.10).
+dialogs: the app stays usable and the message stays visible while they fix it.
 Each message records its *cause* (e.g. "clip", "engine"): whoever fixes that cause calls
 ``dismiss(cause)``, so a banner goes as soon as its problem does, and a fix for one problem never
 hides the message about another.

@@ -1,4 +1,4 @@
-"""S2 Pro audio codec in torch (re-implementation of s2.cpp's AudioCodec; spec codec.md).
+"""S2 Pro audio codec in torch (re-implementation of s2.cpp's AudioCodec; docs/spec/codec.md).
 
 Public API:
 - ``Codec.from_gguf(path_or_gguffile, device="cpu", dtype=torch.float32, emulate_ggml=False)``

@@ -1,4 +1,4 @@
-"""Codec hyperparameters read from the GGUF metadata (spec codec.md §1).
+"""Codec hyperparameters read from the GGUF metadata (docs/spec/codec.md §1).
 
 Only the keys s2.cpp actually reads are required; keys it ignores (decoder_transformer_layers,
 quantizer_type, rvq n_head, feed_forward_length) are not looked at, so a file s2.cpp accepts is
@@ -29,7 +29,7 @@ MAX_SAMPLE_RATE = 384_000
 MAX_LAYERS = 256
 MAX_WINDOW = 1 << 13  # RVQ attention window in frames (S2 Pro: 128); sizes the streaming history
 
-# Hard-coded in s2.cpp, not in the file (spec §1.4).
+# Hard-coded in s2.cpp, not in the file (docs/spec/codec.md §1.4).
 ENCODER_ATTENTION_WINDOW = 512
 RESIDUAL_DILATIONS = (1, 3, 9)
 CONVNEXT_LN_EPS = 1e-6
@@ -73,7 +73,7 @@ class CodecConfig:
 
     @property
     def streaming_history_frames(self) -> int:
-        """s2.cpp's windowed-decode left context H = round_up_8(window - 1 + 16) (spec §1.3)."""
+        """s2.cpp's windowed-decode left context H = round_up_8(window - 1 + 16) (docs/spec/codec.md §1.3)."""
         h = ((max(0, self.rvq_transformer.window - 1) + 16 + 7) // 8) * 8
         return h if h > 0 else 160
 

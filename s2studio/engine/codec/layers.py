@@ -1,4 +1,4 @@
-"""Codec building blocks (spec codec.md §3), written once for both one-shot and streaming use.
+"""Codec building blocks (docs/spec/codec.md §3), written once for both one-shot and streaming use.
 
 Every block is causal, so a streaming decoder only has to remember a short tail per block:
 - a stride-1 causal conv needs the last (K-1)*dilation input samples;
@@ -13,7 +13,7 @@ from and writes the new tail to, keyed by the module object itself. So streaming
 share every line of math, and "chunked == one-shot" follows from causality alone.
 
 ``em`` (emulate ggml) rounds the inputs of every F16 convolution (im2col has an F16 destination)
-and of every F16-weight matmul to float16, which is what s2.cpp's CPU backend does (spec §9). It
+and of every F16-weight matmul to float16, which is what s2.cpp's CPU backend does (docs/spec/codec.md §9). It
 is only meaningful in float32 and only used for parity tests.
 
 Layouts: convs take channel-first (C, L); transformers and ConvNeXt MLPs work channel-last

@@ -1,6 +1,6 @@
 """The S2 Pro audio codec in torch: GGUF loading, encode (audio -> codes), decode (codes -> audio).
 
-Follows s2.cpp's ``AudioCodec`` (spec codec.md §3-5). Public entry point: ``Codec.from_gguf``.
+Follows s2.cpp's ``AudioCodec`` (docs/spec/codec.md §3-§5). Public entry point: ``Codec.from_gguf``.
 Stage methods (``vq_decode``, ``post_module``, ``upsample``, ``decoder``, ``encoder``,
 ``quantizer_front``, ``vq_encode``) exist so tests can compare every intermediate with
 s2.cpp's dumps; ``decode``/``encode`` chain them.
@@ -290,7 +290,7 @@ class Codec:
         return np.concatenate([dec.feed(c[:, a:a + chunk]) for a in range(0, c.shape[1], chunk)])
 
     def decode_windowed(self, codes: np.ndarray | Tensor, stride: int = 16, history: int | None = None) -> np.ndarray:
-        """s2.cpp's offline windowed decode (spec §6.2), for bit-for-bit schedule parity.
+        """s2.cpp's offline windowed decode (docs/spec/codec.md §6.2), for bit-for-bit schedule parity.
 
         Each window restarts RoPE at 0 and sees at most ``history`` frames of left context, so
         for T > stride + history it differs (slightly) from ``decode``, exactly as s2.cpp does.

@@ -1,4 +1,4 @@
-"""Where the codec runs: CPU or the engine's GPU (spec codec.md §7).
+"""Where the codec runs: CPU or the engine's GPU (docs/spec/codec.md §7).
 
 Modes (s2.cpp's CLI flags in brackets):
 - ``auto`` [--codec-auto]: when the engine is on a GPU, time one decode of 8 frames on the CPU

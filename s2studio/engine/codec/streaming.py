@@ -1,6 +1,6 @@
 """Incremental decoder: feed code frames as they are generated, get their audio back.
 
-s2.cpp re-decodes a window of up to 144 + 16 frames on every step (spec §6), so each chunk
+s2.cpp re-decodes a window of up to 144 + 16 frames on every step (docs/spec/codec.md §6), so each chunk
 costs ~150 frames of compute. The codec is strictly causal, so we instead keep each block's
 tail (conv inputs, transposed-conv inputs, attention keys/values of the last window-1
 positions) and run only the new frames. The cost of a chunk is then proportional to its size

@@ -90,7 +90,7 @@
 #endif
 
 #define QK 256
-#define MAX_M 32 /* activation rows per call: 2 x qkernels.MAX_KERNEL_ROWS (two planes) */
+#define MAX_M 32 /* activation rows per call: 2 x common.MAX_KERNEL_ROWS (two planes) */
 
 enum { T_Q4_K = 0, T_Q5_K = 1, T_Q6_K = 2, T_Q3_K = 3, T_Q2_K = 4, T_Q8_0 = 5, T_Q8_0_I16 = 6,
        N_TYPES = 7 };

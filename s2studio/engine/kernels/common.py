@@ -1,5 +1,5 @@
 """Shared machinery of the CPU kernels that compute directly on GGUF quantized blocks (numba,
-compiled on first use); the kernels themselves, per block type, are in ``qkernels_k``.
+compiled on first use); the kernels themselves, per block type, are in ``quant_types``.
 
 Why numba: torch's own int8/int4 weight-only CPU kernels ran at 0.2-0.6 GB/s on the reference
 machine and a dequantized float16 copy doubles resident memory. These loops are written so
@@ -9,7 +9,7 @@ LLVM vectorizes them (AVX2/AVX-512 on x86, NEON on ARM):
   instead of a horizontal sum per 32-weight block (that alone was 3x slower);
 - the activations stay float32 (ggml quantizes them to 8 bits for Q8_0; we do not, so the
   result is the exact dequantize-then-matmul up to float32 summation order).
-(``qkernels_k`` adds more: software prefetch, unsigned indices, stack accumulators.) Measured
+(``quant_types`` adds more: software prefetch, unsigned indices, stack accumulators.) Measured
 on the 2-core AVX-512 test machine: 22.8 GB/s of Q8_0 blocks, i.e. a 9728x2560 matrix in
 1.16 ms where torch's float16 GEMV on a dequantized copy takes 1.43 ms (docs/performance.md).
 
@@ -64,7 +64,7 @@ class Kernels:
         self.gather = gather  # (raw, ids int64, out f32 (n, cols), table)
 
 
-KERNELS: dict[str, Kernels] = {}  # filled by qkernels_k (imported by qmatrix)
+KERNELS: dict[str, Kernels] = {}  # filled by quant_types (imported by qmatrix)
 
 
 def register(type_name: str, kernels: Kernels) -> None:

@@ -1,4 +1,4 @@
-"""A weight matrix kept in its GGUF block format on the CPU, computed on by ``qkernels``.
+"""A weight matrix kept in its GGUF block format on the CPU, computed on by ``engine.kernels``.
 
 Resident memory stays at the file's size: the blocks are the memory-mapped bytes of the file
 itself (the OS shares them with its page cache), and nothing is dequantized at load.

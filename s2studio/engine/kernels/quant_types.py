@@ -1,6 +1,6 @@
-"""K-quant (and Q4_0) CPU kernels, registered into ``qkernels.KERNELS``.
+"""K-quant (and Q4_0) CPU kernels, registered into ``common.KERNELS``.
 
-Same contract as the Q8_0 kernels in ``qkernels`` (read its docstring first): for each of
+Same contract as the Q8_0 kernels in ``common`` (read its docstring first): for each of
 Q4_K, Q5_K, Q6_K, Q3_K, Q2_K and Q4_0, a GEMV on the raw GGUF blocks with float32 activations,
 a float32 dequantization for the prefill GEMM and a row gather. The dequantized values are
 bit-exact with ``gguf.quants.dequantize`` (compiled without fastmath and in gguf-py's order;

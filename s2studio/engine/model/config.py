@@ -1,6 +1,6 @@
 """Model hyper-parameters read from GGUF metadata, exactly as s2.cpp reads them.
 
-s2.cpp falls back to the real S2 Pro values when a key is missing (spec engine.md §1.2). We do
+s2.cpp falls back to the real S2 Pro values when a key is missing (docs/spec/engine.md §1.2). We do
 the same so that files s2.cpp loads also load here, but every fallback is logged as a warning:
 two of them (``attention_qk_norm`` and ``scale_codebook_embeddings`` default to *false*) would
 silently run a different model.

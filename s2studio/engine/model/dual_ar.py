@@ -32,7 +32,7 @@ class DualAR:
         self.cache: KVCache | None = None
         self.head_device = weights.embeddings.device
         # Generation only ever samples the semantic ids and <|im_end|>; scoring just those rows
-        # of the tied head is ~38x cheaper than the full vocabulary (perf-anchor notes).
+        # of the tied head is ~38x cheaper than the full vocabulary (docs/performance.md).
         self._head_ids: torch.Tensor | None = None
         self._head_rows: torch.Tensor | None = None
         # The static decode steps (``static_step.StaticDecoder``) once a take has used them:

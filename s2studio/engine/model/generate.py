@@ -7,9 +7,9 @@ generator. Differences from s2.cpp, all deliberate and documented:
 - ``ras=False`` turns repetition-aware resampling off; with temperature ≤ 0 it is skipped too,
   so greedy decoding is deterministic (s2.cpp resamples even at T=0).
 - If RAS turns a repeated token into ``<|im_end|>``, generation ends (as fish-speech does);
-  s2.cpp would emit a frame with code 0 and continue (spec quirk Q1).
+  s2.cpp would emit a frame with code 0 and continue (docs/spec/engine.md §7.2, Q1).
 - After the last allowed frame, s2.cpp runs one more Slow-AR step whose result it discards;
-  we skip it (quirk Q2, same output).
+  we skip it (docs/spec/engine.md §7.2, Q2; same output).
 """
 
 from __future__ import annotations

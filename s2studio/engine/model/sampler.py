@@ -1,6 +1,6 @@
 """s2.cpp's sampler: top-k, then top-p on temperature-1 probabilities, then temperature.
 
-Order matters and is easy to get wrong (spec engine.md §6.2): the top-p cut uses the softmax
+Order matters and is easy to get wrong (docs/spec/engine.md §6.2): the top-p cut uses the softmax
 of the *raw* logits; the item whose inclusive cumulative probability first exceeds top_p is
 dropped (item 0 is always kept); temperature only shapes the draw among the survivors.
 T ≤ 0 is an exact argmax. Draws come from a seedable ``torch.Generator`` (s2.cpp has none).
@@ -30,7 +30,7 @@ def sample_token(logits: torch.Tensor, temperature: float, top_p: float, top_k: 
     """Index into ``logits`` (1-D float32, CPU). -inf entries are never chosen.
 
     One deliberate difference: top_p >= 1 means "no top-p cut". In s2.cpp the float running
-    sum can creep above 1.0 and drop the last candidates even then (spec §6.2).
+    sum can creep above 1.0 and drop the last candidates even then (docs/spec/engine.md §6.2).
     """
     if temperature <= 0:
         return int(torch.argmax(logits))  # item 0 always survives, and it is the argmax

@@ -1,6 +1,6 @@
 """The transformer maths shared by the Slow-AR and the Fast-AR, as s2.cpp computes it.
 
-Numerical choices that matter for parity with s2.cpp (spec engine.md §2, §9):
+Numerical choices that matter for parity with s2.cpp (docs/spec/engine.md §2, §9):
 - RoPE is ggml's "normal" mode: adjacent pairs (x[2i], x[2i+1]) rotate, not NeoX halves; the
   angle table is built the way ggml's CPU kernel does (θ multiplied iteratively in float32).
 - RMSNorm sums squares in float64 on the CPU, like ggml (MPS has no float64: float32 there).

@@ -1,6 +1,6 @@
 """Bind the Dual-AR transformer tensors of a GGUF file by name, with shape checks.
 
-Matrices on the CPU whose block type has a kernel (``qkernels``: Q8_0, K-quants) stay in the
+Matrices on the CPU whose block type has a kernel (``engine.kernels``: Q8_0, K-quants) stay in the
 file's blocks as ``QuantMatrix`` views of the memory map, when the placement asks for it. The
 rest is dequantized once at load and held as torch tensors in the working dtype on the device
 the placement plan gives each part. The input embedding and the

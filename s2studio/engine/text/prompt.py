@@ -1,4 +1,4 @@
-"""The prompt matrix the Slow-AR is prefilled with (spec §4, s2.cpp ``src/s2_prompt.cpp``).
+"""The prompt matrix the Slow-AR is prefilled with (docs/spec/engine.md §4, s2.cpp ``src/s2_prompt.cpp``).
 
 Row 0 holds token ids, rows 1..num_codebooks the codes of the reference-audio columns (zero
 everywhere else). The layout is a chat: a system turn (with the reference transcript and its
@@ -62,7 +62,7 @@ def build_prompt(
     ref_codes: np.ndarray | None = None,
     ref_text: str | None = None,
 ) -> np.ndarray:
-    """Return the prompt as int32 ``[num_codebooks + 1, L]`` (spec §4.3 / §4.4).
+    """Return the prompt as int32 ``[num_codebooks + 1, L]`` (docs/spec/engine.md §4.3 / §4.4).
 
     ``ref_codes`` is codebook-major ``[num_codebooks, T_ref]`` (what codec encode returns and
     a voice profile stores); ``ref_text`` is its transcript. As in s2.cpp, a transcript without

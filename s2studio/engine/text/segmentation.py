@@ -2,7 +2,7 @@
 
 S2 Pro degrades on long inputs (one prompt, one 1024-token budget), so the pipeline speaks a
 long text sentence by sentence: every segment is generated on its own with the same reference
-and joined with a short pause (spec §8.1). Two modes:
+and joined with a short pause (docs/spec/engine.md §8.1). Two modes:
 
 ``mode="sentences"`` (default) — the studio's splitter:
   * Counts **characters** (code points), never bytes, and never cuts inside a ``[tag]``, a
@@ -37,7 +37,7 @@ and joined with a short pause (spec §8.1). Two modes:
     can exceed it only when no safe cut exists (e.g. one very long tag).
 
 ``mode="s2cpp"`` — s2.cpp server parity (``split_sentences_basic`` + ``split_long_segment``):
-ASCII ``. ! ?`` and LF rules and a **byte** limit exactly as §8.1; texts are left untouched
+ASCII ``. ! ?`` and LF rules and a **byte** limit exactly as docs/spec/engine.md §8.1; texts are left untouched
 (no speaker prefix, no tag handling). One deliberate deviation: a hard cut that would fall
 inside a multi-byte UTF-8 character moves back to that character's start (s2.cpp would emit
 invalid UTF-8, which our tokenizer cannot even represent).

@@ -3,10 +3,10 @@
 * ``hf`` (the default) runs the HuggingFace ``tokenizers`` library on ``tokenizer.json``
   with ``add_special_tokens=False``, exactly as fish-speech does. This is how the model saw
   text during training (NFC, the Qwen2 pre-split regex, byte-level BPE).
-* ``s2cpp`` is a faithful port of s2.cpp's own tokenizer (spec §5.2), quirks included, so
+* ``s2cpp`` is a faithful port of s2.cpp's own tokenizer (docs/spec/engine.md §5.2), quirks included, so
   that prompts can be compared id-for-id with s2.cpp and its golden dumps. It differs from
   ``hf`` on runs of newlines, punctuation followed by a newline, repeated spaces, NFC, and a
-  few rarer cases (spec §5.4).
+  few rarer cases (docs/spec/engine.md §5.4).
 
 ``tokenizer.json`` itself is not in the GGUF; :func:`find_tokenizer` does s2.cpp's lookup
 next to the model, and :func:`check_tokenizer_matches_model` catches a tokenizer that belongs
@@ -162,7 +162,7 @@ class Tokenizer:
 # ---------------------------------------------------------------------------------------
 
 class S2CppTokenizer(Tokenizer):
-    """s2.cpp's whitespace-split byte-level BPE (spec §5.2), ported quirk for quirk."""
+    """s2.cpp's whitespace-split byte-level BPE (docs/spec/engine.md §5.2), ported quirk for quirk."""
 
     mode = "s2cpp"
 

@@ -1,7 +1,7 @@
 """s2.cpp's ``.s2voice`` file: one voice's codec codes and transcript.
 
 A voice is a reference clip encoded once into codec codes plus its transcript; reusing the
-stored codes means a voice is never re-encoded. The ``.s2voice`` layout (spec §8.2, s2.cpp
+stored codes means a voice is never re-encoded. The ``.s2voice`` layout (docs/spec/engine.md §8.2, s2.cpp
 ``s2_voice.cpp``) is, little-endian and unpadded (s2.cpp writes each field on its own)::
 
     0   8  magic "S2VOICE\\0"          28  8  u64 transcript_len (UTF-8 bytes + 1 for the NUL)

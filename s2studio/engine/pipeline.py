@@ -25,6 +25,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from s2studio.errors import GenerationError, InputError, ModelFileError
+from s2studio.engine.model.step_cache import StepCache
 from s2studio.engine.params import GenerationParams
 
 log = logging.getLogger(__name__)
@@ -198,6 +199,7 @@ class Pipeline:
         # The codec is shared by batched takes, each decoding its own stream on its own thread.
         self._codec_lock = threading.Lock()
         self._batcher = None  # FrameBatcher of the loaded model, made on the first batched take
+        self.step_cache = StepCache()  # the static decode steps (and graphs) kept between takes
         self.tokenizer = None
         self.model = None
         self.placement = None
@@ -238,8 +240,8 @@ class Pipeline:
                 self.codec = self.codec_placement = None  # its choice depends on the device
             if old.codec_mode != settings.codec_mode:
                 self.codec = self.codec_placement = None
-            if old.cuda_graphs != settings.cuda_graphs and self.model is not None:
-                self.model.static_decoder = None  # its caches and graphs belong to the old mode
+            if old.cuda_graphs != settings.cuda_graphs or self.model is None:
+                self.step_cache.clear()  # its caches and graphs belong to the old mode or model
             self._release_memory()
 
     def load(self, progress: ProgressCallback | None = None) -> None:
@@ -305,6 +307,7 @@ class Pipeline:
         """Release the model, codec and tokenizer (they reload on next use)."""
         with self._lock:
             self.model = self.placement = self.codec = self.codec_placement = self.tokenizer = None
+            self.step_cache.clear()
             if self._gguf is not None:
                 self._gguf.close()
                 self._gguf = None
@@ -368,7 +371,7 @@ class Pipeline:
                     self.load()
                     timings.load_s = self.last_load_s
                 frames = functools.partial(generate_frames, self.model, im_end_id=self.tokenizer.im_end_id,
-                                           cuda_graphs=self._settings.cuda_graphs)
+                                           cuda_graphs=self._settings.cuda_graphs, step_cache=self.step_cache)
                 yield from self._run_take(request, job, timings, frames)
             finally:
                 # A take's KV cache can be large (prompt + frames); it must not stay alive

@@ -15,9 +15,11 @@ addresses and shapes. So the steps here never allocate, grow or slice by a Pytho
 - inputs (the token column, a code, the Slow-AR hidden) are copied into input buffers and
   results are copied into output buffers, which keep their addresses across replays.
 
-The numbers are the dynamic path's (``transformer.attend``/``KVCache.store``): the position
-being evaluated attends to its own fresh float32 K/V, and the cache keeps them F16-rounded when
-``kv_round_f16`` is on. Here that is done by writing the fresh values, attending, then writing
+The maths is the dynamic path's, not a copy of it: the layers are ``transformer.layer_forward``
+run in a :class:`StaticContext` (the static kind of ``transformer.LayerContext``), and the
+embedding, the Fast-AR's frame start and the heads are ``DualAR``'s own. Only attention differs,
+as in ``transformer.attend``/``KVCache.store``: the position being evaluated attends to its own
+fresh float32 K/V, and the cache keeps them F16-rounded when ``kv_round_f16`` is on. Here that is done by writing the fresh values, attending, then writing
 the rounded ones over them. The only difference is the length of the reductions (softmax sum
 and probabilities × values run over ``L`` keys, the masked ones adding exact zeros, instead of
 over ``pos + 1``), which can move the float32 summation order: tests/engine/test_static_step.py
@@ -26,6 +28,9 @@ bounds the effect (logits within 1e-5 of the dynamic path's on the golden models
 Sampling stays outside the steps: the logits are copied to the CPU and the take's seeded
 sampler draws from them as before. The prefill (one call of variable length) runs the dynamic
 path, writing straight into the static Slow-AR cache.
+
+The decoder's state (caches, buffers, graphs) is its own; the owner of the model keeps it
+between takes in a ``step_cache.StepCache`` (the ``Pipeline`` has one), never on the model.
 
 Where a step runs (:class:`StepRunner`): replayed as a CUDA graph on a CUDA device, through
 ``torch.compile(mode="reduce-overhead")`` when asked and Triton is importable, and eagerly

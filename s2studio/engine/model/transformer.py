@@ -8,6 +8,11 @@ Numerical choices that matter for parity with s2.cpp (spec engine.md §2, §9):
   fresh float32 K/V. ``KVCache(round_f16=True)`` stores fp16-rounded values; ``attend`` then
   scores the current block against the fresh values. This cuts the logit error ~25×.
 - The residual stream, norms and softmax stay float32; a matmul runs in the weights' dtype.
+
+The block is written once (:func:`layer_forward`, run by :func:`run_stack`); the decode paths
+differ only in the context it runs in (:class:`LayerContext`): :class:`DynamicContext` (one
+request, a growing cache), :class:`BatchedContext` (several requests, shared matmuls) and
+``static_step.StaticContext`` (fixed shapes for CUDA graphs).
 """
 
 from __future__ import annotations
@@ -274,15 +279,11 @@ class LayerContext(Protocol):
     def commit(self) -> None: ...
 
 
-class DynamicContext:
-    """One request's ``n`` rows at positions ``pos0``.. of ``cache`` (None: attend to the rows only)."""
+class _HostPositions:
+    """Positions known on the host (Python numbers): the RoPE rows are sliced from the table
+    once per device a call reaches (not once per layer), and nothing is prepared in ``begin``."""
 
-    splittable = True
-    linear = staticmethod(linear)
-
-    def __init__(self, rope: RopeTable, pos0: int, n: int, cache: KVCache | None):
-        self.rope, self.pos0, self.n, self.cache = rope, pos0, n, cache
-        self._rows: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+    _rows: dict[torch.device, tuple[torch.Tensor, torch.Tensor]]
 
     def begin(self) -> None:
         pass
@@ -290,8 +291,25 @@ class DynamicContext:
     def rope_rows(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         rows = self._rows.get(device)
         if rows is None:
-            rows = self._rows[device] = self.rope.get(self.pos0, self.n, device)
+            rows = self._rows[device] = self._rope_rows_on(device)
         return rows
+
+    def _rope_rows_on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+
+class DynamicContext(_HostPositions):
+    """One request's ``n`` rows at positions ``pos0``.. of ``cache`` (None: attend to the rows only)."""
+
+    splittable = True
+    linear = staticmethod(linear)
+
+    def __init__(self, rope: RopeTable, pos0: int, n: int, cache: KVCache | None):
+        self.rope, self.pos0, self.n, self.cache = rope, pos0, n, cache
+        self._rows = {}
+
+    def _rope_rows_on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.rope.get(self.pos0, self.n, device)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         o = attend(q, k, v, self.cache, layer, self.pos0)
@@ -313,7 +331,7 @@ class Sequence:
         self.pos0, self.n, self.cache = pos0, n, cache
 
 
-class BatchedContext:
+class BatchedContext(_HostPositions):
     """Several requests' rows in one call: x holds each request's rows in turn (``seqs`` in
     order). Each request attends to its own cache at its own positions; only the matmuls are
     shared, each request's rows getting exactly what its own call would (``linear_grouped``)."""
@@ -323,20 +341,14 @@ class BatchedContext:
     def __init__(self, rope: RopeTable, seqs: list[Sequence]):
         self.rope, self.seqs = rope, seqs
         self.sizes = [s.n for s in seqs]
-        self._rows: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._rows = {}
 
     def linear(self, x: torch.Tensor, w: Weight) -> torch.Tensor:
         return linear_grouped(x, w, self.sizes)
 
-    def begin(self) -> None:
-        pass
-
-    def rope_rows(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        rows = self._rows.get(device)
-        if rows is None:
-            tables = [self.rope.get(s.pos0, s.n, device) for s in self.seqs]
-            rows = self._rows[device] = (torch.cat([c for c, _ in tables]), torch.cat([s for _, s in tables]))
-        return rows
+    def _rope_rows_on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        tables = [self.rope.get(s.pos0, s.n, device) for s in self.seqs]
+        return torch.cat([c for c, _ in tables]), torch.cat([s for _, s in tables])
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         outs = []

@@ -206,15 +206,15 @@ def main(argv=None) -> int:
                               min_tokens_before_end=a.frames)
     # Warm-up (first-call allocations; the graph captures: the same cache size as the timed
     # run while prompt + frames stay within one static_step.CACHE_BUCKET), then the timed run.
-    steps = StepCache()  # keeps the warm-up's static steps (and graphs) for the timed run
+    step_cache = StepCache()  # keeps the warm-up's static steps (and graphs) for the timed run
     for _ in generate_frames(model, prompt, GenerationParams(max_new_tokens=2, seed=0, min_tokens_before_end=2),
-                             im_end_id=im_end, cuda_graphs=a.cuda_graphs, step_cache=steps):
+                             im_end_id=im_end, cuda_graphs=a.cuda_graphs, step_cache=step_cache):
         pass
     st = GenerationStats()
     competitors = start_competitors(a.busy)
     try:
         frames = [f.codes for f in generate_frames(model, prompt, params, im_end_id=im_end, stats=st,
-                                                   cuda_graphs=a.cuda_graphs, step_cache=steps)]
+                                                   cuda_graphs=a.cuda_graphs, step_cache=step_cache)]
     finally:
         for proc in competitors:
             proc.kill()
@@ -227,7 +227,7 @@ def main(argv=None) -> int:
     floor = {k: v / (bw * 1e9) * 1000 for k, v in wb.items()}
     out = {
         "model": str(path), "device": a.device,
-        "decode_steps": decode_steps_label(model, a.cuda_graphs, steps),
+        "decode_steps": decode_steps_label(model, a.cuda_graphs, step_cache),
         "weights": weight_format(model, plan),
         "threads": threads, "busy_competitors": a.busy, "bandwidth_GBps": round(bw, 2),
         "load_s": round(load_s, 2), "prompt_tokens": a.prompt_tokens,

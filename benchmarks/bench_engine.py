@@ -47,6 +47,7 @@ import torch  # noqa: E402
 from s2studio.engine.model.generate import GenerationParams, GenerationStats, generate_frames  # noqa: E402
 from s2studio.engine.model.loader import load_dual_ar  # noqa: E402
 from s2studio.engine.model.static_step import MODES as CUDA_GRAPH_MODES, resolve_mode  # noqa: E402
+from s2studio.engine.model.step_cache import StepCache  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
 from s2studio.engine.threads import set_threads  # noqa: E402
 
@@ -144,10 +145,10 @@ def weight_format(model, plan) -> str:
     return str(plan.dtype).replace("torch.", "")
 
 
-def decode_steps_label(model, setting: str) -> str:
+def decode_steps_label(model, setting: str, steps: StepCache) -> str:
     """What ran the decode steps: dynamic, static eager, CUDA graphs (or their eager fallback)."""
     mode = resolve_mode(setting, model)
-    dec = model.static_decoder
+    dec = steps.decoder
     if mode == "off":
         return "dynamic"
     if dec is not None and dec.failed:
@@ -207,14 +208,15 @@ def main(argv=None) -> int:
                               min_tokens_before_end=a.frames)
     # Warm-up (first-call allocations; the graph captures: the same cache size as the timed
     # run while prompt + frames stay within one static_step.CACHE_BUCKET), then the timed run.
+    step_cache = StepCache()  # keeps the warm-up's static steps (and graphs) for the timed run
     for _ in generate_frames(model, prompt, GenerationParams(max_new_tokens=2, seed=0, min_tokens_before_end=2),
-                             im_end_id=im_end, cuda_graphs=a.cuda_graphs):
+                             im_end_id=im_end, cuda_graphs=a.cuda_graphs, step_cache=step_cache):
         pass
     st = GenerationStats()
     competitors = start_competitors(a.busy)
     try:
         frames = [f.codes for f in generate_frames(model, prompt, params, im_end_id=im_end, stats=st,
-                                                   cuda_graphs=a.cuda_graphs)]
+                                                   cuda_graphs=a.cuda_graphs, step_cache=step_cache)]
     finally:
         for proc in competitors:
             proc.kill()
@@ -227,7 +229,7 @@ def main(argv=None) -> int:
     floor = {k: v / (bw * 1e9) * 1000 for k, v in wb.items()}
     out = {
         "model": str(path), "device": a.device,
-        "decode_steps": decode_steps_label(model, a.cuda_graphs),
+        "decode_steps": decode_steps_label(model, a.cuda_graphs, step_cache),
         "weights": weight_format(model, plan),
         "threads": threads, "busy_competitors": a.busy, "bandwidth_GBps": round(bw, 2),
         "load_s": round(load_s, 2), "prompt_tokens": a.prompt_tokens,

@@ -10,7 +10,9 @@ the batch when they end, are cancelled, or their consumer stops reading.
 
 Each take keeps its own ``FrameSampler`` (seeded generator, RAS window, stop rules), and every
 batched matmul gives each request's rows exactly what its own call would
-(``transformer.linear_grouped``), so a seeded take yields the same frames batched as alone.
+(``transformer.linear_grouped``), so a seeded take yields the same frames batched as alone. The
+maths is the one-request path's: ``DualAR``'s ``*_batch`` methods run the same layer function,
+embedding and Fast-AR start in a ``transformer.BatchedContext``.
 
 Callers use :meth:`FrameBatcher.frames` exactly like ``generate_frames``: from any number of
 threads, each iterating its own take.

@@ -47,6 +47,7 @@ from s2studio.engine.take import (  # noqa: F401 - check_request and split_reque
     split_request_text,
     voice_for,
 )
+from s2studio.engine.model.step_cache import StepCache
 from s2studio.engine.modes import CodecMode, CudaGraphs, TokenizerMode, WeightDtype
 from s2studio.errors import InputError, ModelFileError
 
@@ -90,6 +91,7 @@ class Pipeline:
         # The codec is shared by batched takes, each decoding its own stream on its own thread.
         self._codec_lock = threading.Lock()
         self._batcher = None  # FrameBatcher of the loaded model, made on the first batched take
+        self.step_cache = StepCache()  # the static decode steps (and graphs) kept between takes
         self.tokenizer = None
         self.model = None
         self.placement = None
@@ -130,8 +132,8 @@ class Pipeline:
                 self.codec = self.codec_placement = None  # its choice depends on the device
             if old.codec_mode != settings.codec_mode:
                 self.codec = self.codec_placement = None
-            if old.cuda_graphs != settings.cuda_graphs and self.model is not None:
-                self.model.static_decoder = None  # its caches and graphs belong to the old mode
+            if old.cuda_graphs != settings.cuda_graphs or self.model is None:
+                self.step_cache.clear()  # its caches and graphs belong to the old mode or model
             self._release_memory()
 
     def load(self, progress: ProgressCallback | None = None) -> None:
@@ -191,6 +193,7 @@ class Pipeline:
         """Release the model, codec and tokenizer (they reload on next use)."""
         with self._lock:
             self.model = self.placement = self.codec = self.codec_placement = self.tokenizer = None
+            self.step_cache.clear()
             if self._gguf is not None:
                 self._gguf.close()
                 self._gguf = None
@@ -291,7 +294,7 @@ class Pipeline:
                     self.load()
                     timings.load_s = self.last_load_s
                 frames = functools.partial(generate_frames, self.model, im_end_id=self.tokenizer.im_end_id,
-                                           cuda_graphs=self._settings.cuda_graphs)
+                                           cuda_graphs=self._settings.cuda_graphs, step_cache=self.step_cache)
                 yield from assemble_take(request, LocalTake(self, frames), job, timings)
             finally:
                 # A take's KV cache can be large (prompt + frames); it must not stay alive

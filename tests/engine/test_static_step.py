@@ -27,6 +27,7 @@ from s2studio.engine.model.generate import DynamicSteps, GenerationParams, decod
 from s2studio.engine.model.loader import load_dual_ar
 from s2studio.engine.model.static_step import (CACHE_BUCKET, StaticDecoder, cache_length, resolve_mode,
                                                single_cuda_device, static_decoder)
+from s2studio.engine.model.step_cache import StepCache
 from s2studio.errors import InputError
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden"
@@ -199,13 +200,18 @@ def test_cache_length_rounds_up_to_the_bucket_within_the_context():
 
 
 def test_the_decoder_is_kept_across_takes_of_one_size_and_mode():
-    m = model("tts_f32")
-    a = static_decoder(m, 200, "eager")
-    assert static_decoder(m, 900, "eager") is a  # the same bucket: its graphs are reused
-    b = static_decoder(m, CACHE_BUCKET + 5, "eager")
-    assert b is not a and b.length == 2 * CACHE_BUCKET and m.static_decoder is b
-    m.drop_caches()
-    assert m.static_decoder is None
+    m, steps = model("tts_f32"), StepCache()
+    a = static_decoder(steps, m, 200, "eager")
+    assert static_decoder(steps, m, 900, "eager") is a  # the same bucket: its graphs are reused
+    b = static_decoder(steps, m, CACHE_BUCKET + 5, "eager")
+    assert b is not a and b.length == 2 * CACHE_BUCKET and steps.decoder is b
+    steps.clear()
+    assert steps.decoder is None
+    # The decoder is kept by its owner, not parked on the model; another model gets its own.
+    assert not hasattr(m, "static_decoder")
+    other = model("clone_f32_qknorm")
+    c = static_decoder(steps, m, 200, "eager")
+    assert static_decoder(steps, other, 200, "eager") is not c and steps.decoder.model is other
 
 
 # ---- choosing and running the steps ----------------------------------------------------------
@@ -289,14 +295,14 @@ def test_each_step_is_captured_once_then_replayed():
 
 
 def test_a_failed_capture_is_logged_once_and_the_steps_run_eagerly(caplog):
-    m = model("tts_f32")
+    m, steps = model("tts_f32"), StepCache()
     calls = []
 
     def broken(fn, device):
         calls.append(fn.__name__)
         raise RuntimeError("operation not permitted when stream is capturing")
 
-    broken_dec = static_decoder(m, 60, "graph", capture=broken)
+    broken_dec = static_decoder(steps, m, 60, "graph", capture=broken)
     eager = StaticDecoder(m, broken_dec.length, "eager")
     with caplog.at_level(logging.WARNING, logger=static_step.__name__):
         a = run_take(broken_dec, "tts_f32")
@@ -306,10 +312,10 @@ def test_a_failed_capture_is_logged_once_and_the_steps_run_eagerly(caplog):
     assert broken_dec.failed and all(r.mode == "eager" for r in broken_dec.runners.values())
     warnings = [r for r in caplog.records if "could not capture" in r.getMessage()]
     assert len(warnings) == 1 and "operation not permitted" in warnings[0].getMessage()
-    # The failure sticks to the model: the same take size keeps the decoder, another size gets
-    # an eager one; neither tries to capture again nor warns again.
-    assert static_decoder(m, 60, "graph") is broken_dec
-    bigger = static_decoder(m, 2 * CACHE_BUCKET, "graph", capture=broken)
+    # The failure sticks to the model's steps: the same take size keeps the decoder, another
+    # size gets an eager one; neither tries to capture again nor warns again.
+    assert static_decoder(steps, m, 60, "graph") is broken_dec
+    bigger = static_decoder(steps, m, 2 * CACHE_BUCKET, "graph", capture=broken)
     assert bigger is not broken_dec and bigger.mode == "eager" and bigger.failed
     run_take(bigger, "tts_f32", frames=1)
     assert calls == ["_fast_start_fn"]
@@ -325,8 +331,9 @@ def test_the_cpu_default_never_builds_static_steps(monkeypatch):
 
     monkeypatch.setattr(generate_mod, "static_decoder", refuse)
     gp = GenerationParams(max_new_tokens=4, min_tokens_before_end=4, seed=1)
-    assert generate_codes(m, dump("tts_f32", "prompt_tokens"), gp, im_end_id=IM_END).shape == (10, 4)
-    assert m.static_decoder is None and m.cache is not None  # the dynamic cache did the work
+    steps = StepCache()
+    assert generate_codes(m, dump("tts_f32", "prompt_tokens"), gp, im_end_id=IM_END, step_cache=steps).shape == (10, 4)
+    assert steps.decoder is None and m.cache is not None  # the dynamic cache did the work
 
 
 def test_pipeline_setting_reaches_the_frame_loop():
@@ -337,13 +344,13 @@ def test_pipeline_setting_reaches_the_frame_loop():
     p = Pipeline(settings)
     request = SynthesisRequest(text="hello", generation=GenerationParams(max_new_tokens=3, seed=1))
     p.synthesize(request).run_to_end()
-    assert p.model.static_decoder is not None
+    assert p.step_cache.decoder is not None and p.step_cache.decoder.model is p.model
     import dataclasses
 
     p.configure(dataclasses.replace(settings, cuda_graphs="off"))
-    assert p.model is not None and p.model.static_decoder is None  # no reload, the steps dropped
+    assert p.model is not None and p.step_cache.decoder is None  # no reload, the steps dropped
     p.synthesize(request).run_to_end()
-    assert p.model.static_decoder is None
+    assert p.step_cache.decoder is None
     with pytest.raises(InputError, match="cuda_graphs"):  # refused where the settings are made
         p.configure(dataclasses.replace(settings, cuda_graphs="sometimes"))
 
@@ -360,6 +367,7 @@ def test_cuda_graphs_capture_and_give_the_eager_codes(case):
     gp = GenerationParams(max_new_tokens=24, min_tokens_before_end=24, temperature=0.8, seed=4)
     eager = generate_codes(m, prompt, gp, im_end_id=IM_END, cuda_graphs="eager")
     m.drop_caches()
-    graphed = generate_codes(m, prompt, gp, im_end_id=IM_END, cuda_graphs="on")
-    assert m.static_decoder is not None and not m.static_decoder.failed and m.static_decoder.mode == "graph"
+    steps = StepCache()
+    graphed = generate_codes(m, prompt, gp, im_end_id=IM_END, cuda_graphs="on", step_cache=steps)
+    assert steps.decoder is not None and not steps.decoder.failed and steps.decoder.mode == "graph"
     np.testing.assert_array_equal(graphed, eager)

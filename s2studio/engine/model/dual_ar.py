@@ -1,7 +1,12 @@
 """The Dual-AR model: Slow-AR over the 11-row token matrix, Fast-AR over one frame's codebooks.
 
-``DualAR`` owns the weights, the Slow-AR KV cache and the RoPE tables. It computes logits and
-hidden states; it does not sample (see ``sampler``) and does not loop (see ``generate``).
+``DualAR`` owns the weights, the Slow-AR KV cache of the take run alone and the RoPE tables. It
+computes logits and hidden states; it does not sample (see ``sampler``) and does not loop (see
+``generate``). The pieces every decode path shares are written once here and used by all of
+them (one request, ``batching``'s several, ``static_step``'s CUDA-graph steps): :meth:`embed`
+(no host-side branch, so a graph can record it), :meth:`fast_start_rows` (a frame's first two
+Fast-AR rows), :meth:`fast_logits`, :meth:`final_norm` and :meth:`head_rows`; the layers are
+``transformer.run_stack`` over a context that says where the rows sit.
 """
 
 from __future__ import annotations
@@ -13,8 +18,8 @@ import torch
 
 from s2studio.engine.model.config import ModelConfig
 from s2studio.errors import InputError
-from s2studio.engine.model.transformer import (KVCache, RopeTable, Sequence, linear, linear_grouped, rms_norm,
-                                              stack_forward, stack_forward_batch)
+from s2studio.engine.model.transformer import (BatchedContext, DynamicContext, KVCache, LayerContext, RopeTable,
+                                              Sequence, linear, linear_grouped, rms_norm, run_stack)
 from s2studio.engine.kernels.qmatrix import QuantMatrix
 from s2studio.engine.model.weights import DualARWeights
 
@@ -31,19 +36,22 @@ class DualAR:
         self.fast_rope = RopeTable(cfg.fast.head_dim, cfg.fast.rope_base) if cfg.fast else None
         self.cache: KVCache | None = None
         self.head_device = weights.embeddings.device
+        self.fast_device = weights.fast_embeddings.device if weights.fast_embeddings is not None else None
         # Generation only ever samples the semantic ids and <|im_end|>; scoring just those rows
         # of the tied head is ~38x cheaper than the full vocabulary (docs/performance.md).
         self._head_ids: torch.Tensor | None = None
         self._head_rows: torch.Tensor | None = None
-        # The static decode steps (``static_step.StaticDecoder``) once a take has used them:
-        # kept across takes so their CUDA graphs are reused; dropped with the other caches.
-        self.static_decoder = None
+        # embed's constants, made once on the head device: a CUDA graph records their addresses.
+        head = self.head_device
+        self._codebook_offsets = (torch.arange(cfg.num_codebooks, dtype=torch.int64, device=head)
+                                  * cfg.codebook_size)[:, None]
+        self._embed_scale = torch.tensor(np.float32(1.0 / math.sqrt(cfg.num_codebooks + 1)), device=head)
+        self._one = torch.tensor(1.0, dtype=torch.float32, device=head)
 
     def drop_caches(self) -> None:
         """Free the Slow-AR KV cache and the sampled head rows; both are rebuilt on demand."""
         self.release_cache()
         self._head_ids = self._head_rows = None
-        self.static_decoder = None
 
     # ---- Slow-AR ------------------------------------------------------------------------
     def new_cache(self, capacity: int, start: int | None = None) -> None:
@@ -52,18 +60,19 @@ class DualAR:
         Only ``start`` positions (default: all) are allocated now, the rest as they are used.
         The previous cache is dropped, never reused: a take that once asked for a huge budget
         must not keep its memory for every later take."""
-        self._check_capacity(capacity)
+        self.check_capacity(capacity)
         self.cache = None  # free the old one first: at full size it is hundreds of MB
         self.cache = self.make_cache(capacity, start)
 
     def make_cache(self, capacity: int, start: int | None = None) -> KVCache:
         """A Slow-AR KV cache owned by the caller (one per request of a batch); see :meth:`new_cache`."""
-        self._check_capacity(capacity)
+        self.check_capacity(capacity)
         start = capacity if start is None else max(1, min(start, capacity))
         devices = [lw.device for lw in self.w.slow.layers]
         return KVCache(self.cfg.slow, start, devices, self.kv_dtype, self.kv_round_f16, limit=capacity)
 
-    def _check_capacity(self, capacity: int) -> None:
+    def check_capacity(self, capacity: int) -> None:
+        """``capacity`` Slow-AR positions (prompt + frame budget + 1) must fit the model's context."""
         if capacity > self.cfg.context_length + 1:
             raise InputError(f"The prompt and frame budget need {capacity - 1} positions; the model's context "
                              f"holds {self.cfg.context_length}.")
@@ -74,27 +83,30 @@ class DualAR:
 
     @torch.no_grad()
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens: int64 (C+1, n) on CPU → float32 (n, dim) input embeddings."""
+        """tokens: int64 (C+1, n) → float32 (n, dim) input embeddings.
+
+        Semantic columns add their codebooks' embeddings (and are scaled where the model asks);
+        the others keep the token's embedding as it is. Written without a host-side branch on
+        the token kinds (``torch.where``, not an ``if``), so a CUDA graph can record it; the
+        numbers are those of adding the codebooks only where a column is semantic."""
         c = self.cfg
-        dev = self.head_device
-        tokens = tokens.to(dev)
+        tokens = tokens.to(self.head_device)
         ids = tokens[0]
         x = self.w.embeddings[ids].float()
         semantic = (ids >= c.semantic_begin_id) & (ids <= c.semantic_end_id)
-        if bool(semantic.any()):
-            cb = self.w.codebook_embeddings
-            acc = cb[tokens[1]].float()
-            for k in range(1, c.num_codebooks):  # sequential f32 sum, as s2.cpp
-                acc = acc + cb[tokens[k + 1] + k * c.codebook_size].float()
-            x = x + acc * semantic[:, None].float()
-            if c.scale_codebook_embeddings:
-                scale = torch.where(semantic, torch.tensor(np.float32(1.0 / math.sqrt(c.num_codebooks + 1)),
-                                                           device=dev), torch.tensor(1.0, device=dev))
-                x = x * scale[:, None]
+        cb = self.w.codebook_embeddings
+        rows = tokens[1:] + self._codebook_offsets  # codebook k's codes index its block of rows
+        acc = cb[rows[0]].float()
+        for k in range(1, c.num_codebooks):  # sequential f32 sum, as s2.cpp
+            acc = acc + cb[rows[k]].float()
+        x = torch.where(semantic[:, None], x + acc, x)
+        if c.scale_codebook_embeddings:
+            x = x * torch.where(semantic, self._embed_scale, self._one)[:, None]
         return x
 
-    def _final_hidden(self, x: torch.Tensor) -> torch.Tensor:
-        return rms_norm(x[-1:].to(self.head_device), self.w.slow.norm, self.cfg.slow.norm_eps)[0]
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        """The Slow-AR's final RMSNorm of the rows ``x`` (last positions), on the head's device."""
+        return rms_norm(x.to(self.head_device), self.w.slow.norm, self.cfg.slow.norm_eps)
 
     @torch.no_grad()
     def forward_slow(self, tokens: torch.Tensor, collect: list[torch.Tensor] | None = None,
@@ -109,26 +121,19 @@ class DualAR:
         pos0 = cache.n_past
         if not cache.reserve(pos0 + n):
             raise RuntimeError(f"KV cache full ({cache.limit} positions)")
-        x = self.embed(tokens)
-        x = stack_forward(x, self.w.slow, self.slow_rope, pos0, cache, collect)
-        cache.n_past = pos0 + n
-        return self._final_hidden(x)
+        x = run_stack(self.embed(tokens), self.w.slow, DynamicContext(self.slow_rope, pos0, n, cache), collect)
+        return self.final_norm(x[-1:])[0]
 
     @torch.no_grad()
     def forward_slow_batch(self, columns: list[torch.Tensor], caches: list[KVCache]) -> torch.Tensor:
         """One decode step for several requests: column i (int64 (C+1, 1)) at the next position
         of cache i. One pass over the weights for all; each request's result is exactly what
         :meth:`forward_slow` gives it alone. Returns the final-norm hidden states (B, dim)."""
-        seqs = []
         for cache in caches:
             if not cache.reserve(cache.n_past + 1):
                 raise RuntimeError(f"KV cache full ({cache.limit} positions)")
-            seqs.append(Sequence(cache.n_past, 1, cache))
-        x = torch.cat([self.embed(c) for c in columns])
-        x = stack_forward_batch(x, self.w.slow, self.slow_rope, seqs)
-        for cache in caches:
-            cache.n_past += 1
-        return rms_norm(x.to(self.head_device), self.w.slow.norm, self.cfg.slow.norm_eps)
+        ctx = BatchedContext(self.slow_rope, [Sequence(cache.n_past, 1, cache) for cache in caches])
+        return self.final_norm(run_stack(self.embed(torch.cat(columns, dim=1)), self.w.slow, ctx))
 
     @torch.no_grad()
     def full_logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -136,6 +141,12 @@ class DualAR:
         return linear(hidden[None], self.w.embeddings)[0].cpu()
 
     def head_ids(self, im_end_id: int) -> torch.Tensor:
+        """The ids generation can pick: the semantic range, then ``im_end_id``."""
+        self.head_rows(im_end_id)
+        return self._head_ids
+
+    def head_rows(self, im_end_id: int) -> torch.Tensor:
+        """The tied head's rows of :meth:`head_ids` (float16 for a quantized head), made once."""
         if self._head_ids is None or int(self._head_ids[-1]) != im_end_id:
             c = self.cfg
             ids = torch.cat((torch.arange(c.semantic_begin_id, c.semantic_end_id + 1),
@@ -145,79 +156,71 @@ class DualAR:
             if isinstance(self.w.embeddings, QuantMatrix):
                 rows = rows.half()  # the same rounding as the float16 path; half the bytes
             self._head_rows = rows.contiguous()
-        return self._head_ids
+        return self._head_rows
 
     @torch.no_grad()
     def sampled_logits(self, hidden: torch.Tensor, im_end_id: int) -> torch.Tensor:
         """Logits of the ids generation can pick (semantic range, then <|im_end|>), CPU f32."""
-        self.head_ids(im_end_id)
-        return linear(hidden[None], self._head_rows)[0].cpu()
+        return self.sampled_logits_batch(hidden[None], im_end_id)[0]
 
     @torch.no_grad()
     def sampled_logits_batch(self, hidden: torch.Tensor, im_end_id: int) -> torch.Tensor:
         """:meth:`sampled_logits` of each row of ``hidden`` (B, dim): (B, K+1), CPU f32."""
-        self.head_ids(im_end_id)
-        return linear_grouped(hidden, self._head_rows, [1] * hidden.shape[0]).cpu()
+        return linear_grouped(hidden, self.head_rows(im_end_id), [1] * hidden.shape[0]).cpu()
 
     # ---- Fast-AR ------------------------------------------------------------------------
+    # The Fast-AR keeps a float32 KV cache across a frame's 9 calls instead of recomputing the
+    # 2..10-long sequence each time (s2.cpp): the maths is the same causal attention, and it
+    # turns 9 small GEMMs into GEMVs.
+    def new_fast_cache(self) -> KVCache:
+        """One frame's Fast-AR KV cache: ``num_codebooks`` positions, float32, never rounded."""
+        fc = self.cfg.fast
+        return KVCache(fc, self.cfg.num_codebooks, [self.fast_device] * fc.n_layer, torch.float32, round_f16=False)
+
+    def fast_start_rows(self, hidden: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+        """The rows that start B frames: for each request, position 0 its Slow-AR hidden
+        (projected where the Fast-AR is narrower), position 1 its code 0's embedding.
+        hidden: (B, dim); codes: int64 (B,) on the Fast-AR's device. Returns (2B, fast dim)."""
+        fw = self.w
+        z0 = hidden.to(self.fast_device)
+        if fw.fast_project_in is not None:
+            z0 = linear_grouped(z0, fw.fast_project_in, [1] * z0.shape[0])
+        return torch.stack((z0, fw.fast_embeddings[codes].float()), dim=1).reshape(2 * z0.shape[0], -1)
+
+    def fast_logits(self, x: torch.Tensor, ctx: LayerContext, n: int) -> torch.Tensor:
+        """The Fast-AR over rows ``x`` (``n`` a request, in ``ctx``): the logits of each
+        request's last row, (B, codebook_size) float32 on the Fast-AR's device."""
+        fw = self.w
+        y = run_stack(x, fw.fast, ctx)
+        h = rms_norm(y[n - 1::n], fw.fast.norm, fw.fast.cfg.norm_eps)
+        return linear_grouped(h, fw.fast_output, [1] * (y.shape[0] // n))
+
     @torch.no_grad()
     def fast_start(self, hidden: torch.Tensor, c0: int) -> tuple[KVCache, torch.Tensor]:
         """Start a frame: positions 0 (the Slow-AR hidden) and 1 (code 0) in one call.
-
-        The Fast-AR keeps a float32 KV cache across a frame's 9 calls instead of recomputing
-        the 2..10-long sequence each time (s2.cpp): the maths is the same causal attention,
-        and it turns 9 small GEMMs into GEMVs. Returns (cache, logits for codebook 1)."""
-        fw, fc = self.w, self.cfg.fast
-        dev = fw.fast_embeddings.device
-        z0 = hidden.to(dev)
-        if fw.fast_project_in is not None:
-            z0 = linear(z0[None], fw.fast_project_in)[0]
-        x = torch.stack((z0, fw.fast_embeddings[c0].float()))
-        cache = KVCache(fc, self.cfg.num_codebooks, [dev] * fc.n_layer, torch.float32, round_f16=False)
-        return cache, self._fast_eval(x, cache, 0)
+        Returns (the frame's cache, logits for codebook 1 on the CPU)."""
+        cache = self.new_fast_cache()
+        x = self.fast_start_rows(hidden[None], torch.tensor([c0], device=self.fast_device))
+        return cache, self.fast_logits(x, DynamicContext(self.fast_rope, 0, 2, cache), 2)[0].cpu()
 
     @torch.no_grad()
     def fast_next(self, cache: KVCache, code: int, pos: int) -> torch.Tensor:
         """Feed code c_{pos-1} at position pos; returns logits for codebook pos."""
         x = self.w.fast_embeddings[code].float()[None]
-        return self._fast_eval(x, cache, pos)
-
-    def _fast_eval(self, x: torch.Tensor, cache: KVCache, pos0: int) -> torch.Tensor:
-        fw = self.w
-        y = stack_forward(x, fw.fast, self.fast_rope, pos0, cache)
-        cache.n_past = pos0 + x.shape[0]
-        h = rms_norm(y[-1:], fw.fast.norm, fw.fast.cfg.norm_eps)
-        return linear(h, fw.fast_output)[0].cpu()
+        return self.fast_logits(x, DynamicContext(self.fast_rope, pos, 1, cache), 1)[0].cpu()
 
     # ---- Fast-AR, batched: the B requests of a step are all at the same codebook ------------
     @torch.no_grad()
     def fast_start_batch(self, hidden: torch.Tensor, c0: list[int]) -> tuple[list[KVCache], torch.Tensor]:
         """:meth:`fast_start` for B requests (hidden (B, dim), their code 0): their caches and
         logits (B, codebook_size), each row as the request alone gets it."""
-        fw, fc = self.w, self.cfg.fast
-        dev = fw.fast_embeddings.device
-        b = hidden.shape[0]
-        z0 = hidden.to(dev)
-        if fw.fast_project_in is not None:
-            z0 = linear_grouped(z0, fw.fast_project_in, [1] * b)
-        rows = []
-        for i in range(b):
-            rows += [z0[i], fw.fast_embeddings[c0[i]].float()]
-        x = torch.stack(rows)
-        caches = [KVCache(fc, self.cfg.num_codebooks, [dev] * fc.n_layer, torch.float32, round_f16=False)
-                  for _ in range(b)]
-        return caches, self._fast_eval_batch(x, caches, 0, 2)
+        caches = [self.new_fast_cache() for _ in c0]
+        x = self.fast_start_rows(hidden, torch.tensor(c0, dtype=torch.int64, device=self.fast_device))
+        ctx = BatchedContext(self.fast_rope, [Sequence(0, 2, c) for c in caches])
+        return caches, self.fast_logits(x, ctx, 2).cpu()
 
     @torch.no_grad()
     def fast_next_batch(self, caches: list[KVCache], codes: list[int], pos: int) -> torch.Tensor:
         """:meth:`fast_next` for B requests: code i fed at position ``pos`` of cache i."""
         x = torch.stack([self.w.fast_embeddings[c].float() for c in codes])
-        return self._fast_eval_batch(x, caches, pos, 1)
-
-    def _fast_eval_batch(self, x: torch.Tensor, caches: list[KVCache], pos0: int, n: int) -> torch.Tensor:
-        fw = self.w
-        y = stack_forward_batch(x, fw.fast, self.fast_rope, [Sequence(pos0, n, c) for c in caches])
-        for c in caches:
-            c.n_past = pos0 + n
-        h = rms_norm(y[n - 1::n], fw.fast.norm, fw.fast.cfg.norm_eps)
-        return linear_grouped(h, fw.fast_output, [1] * len(caches)).cpu()
+        return self.fast_logits(x, BatchedContext(self.fast_rope, [Sequence(pos, 1, c) for c in caches]), 1).cpu()

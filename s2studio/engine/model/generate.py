@@ -29,6 +29,7 @@ from s2studio.errors import InputError, ModelFileError
 from s2studio.engine.params import GenerationParams
 from s2studio.engine.model.sampler import RAS_TEMPERATURE, RAS_TOP_P, RepetitionWindow, sample_token
 from s2studio.engine.model.static_step import resolve_mode, static_decoder
+from s2studio.engine.model.step_cache import StepCache
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,9 @@ class FrameSampler:
 class DynamicSteps:
     """The model calls of one take on the dynamic path: a KV cache that grows as the take gets
     longer, positions as Python numbers (the CPU default). :class:`static_step.StaticDecoder`
-    has the same four methods over static shapes (for CUDA graphs); the frame loop uses either."""
+    has the same four methods over static shapes (for CUDA graphs); the frame loop uses either.
+    The frame's Fast-AR cache is this object's; the Slow-AR's is the model's own (``new_cache``,
+    dropped by ``release_cache`` when the take ends)."""
 
     def __init__(self, model: DualAR, capacity: int, start: int):
         self.model, self.capacity, self.start = model, capacity, start
@@ -216,24 +219,29 @@ class DynamicSteps:
         return self.model.fast_next(self._fast, code, pos)
 
 
-def decode_steps(model: DualAR, capacity: int, start: int, cuda_graphs: str = "auto"):
+def decode_steps(model: DualAR, capacity: int, start: int, cuda_graphs: str = "auto",
+                 step_cache: StepCache | None = None):
     """The step functions of a take needing ``capacity`` Slow-AR positions (``start`` allocated
     first on the dynamic path): dynamic, or static (CUDA graphs) by ``cuda_graphs``
-    (:data:`static_step.MODES`; auto = static only with the whole model on one CUDA GPU)."""
+    (:data:`static_step.MODES`; auto = static only with the whole model on one CUDA GPU).
+    ``step_cache``: where the caller keeps the static decoder between takes (its graphs are
+    reused); without one, a static take builds its own."""
     mode = resolve_mode(cuda_graphs, model)
     # Says which steps a take ran (at --log-level debug): "auto" and a failed capture decide it quietly.
     log.debug("decode steps: %s (cuda_graphs=%s)",
               "dynamic" if mode == "off" else f"static, {mode}", cuda_graphs)
     if mode == "off":
         return DynamicSteps(model, capacity, start)
-    return static_decoder(model, capacity, mode)
+    return static_decoder(step_cache if step_cache is not None else StepCache(), model, capacity, mode)
 
 
 def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams, *, im_end_id: int,
                     cancel: threading.Event | None = None,
-                    stats: GenerationStats | None = None, cuda_graphs: str = "auto") -> Iterator[Frame]:
+                    stats: GenerationStats | None = None, cuda_graphs: str = "auto",
+                    step_cache: StepCache | None = None) -> Iterator[Frame]:
     """Prefill ``prompt`` (int [C+1, L]) and yield frames until <|im_end|>, the token budget,
-    or cancellation. ``cuda_graphs``: which step functions run the frames (:func:`decode_steps`)."""
+    or cancellation. ``cuda_graphs``, ``step_cache``: which step functions run the frames, and
+    where static ones are kept between takes (:func:`decode_steps`)."""
     take = FrameSampler(model, prompt, params, im_end_id=im_end_id, cancel=cancel, stats=stats)
     st = take.stats
     if take.cancelled():
@@ -241,7 +249,7 @@ def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams,
         return
     tokens = take.prompt_tokens()
     t0 = time.perf_counter()
-    steps = decode_steps(model, *take.cache_size(tokens.shape[1]), cuda_graphs)
+    steps = decode_steps(model, *take.cache_size(tokens.shape[1]), cuda_graphs, step_cache)
     take.take_hidden(*steps.prefill(tokens, im_end_id))
     st.prefill_s = time.perf_counter() - t0
     while (c0 := take.begin_frame()) is not None:
@@ -261,10 +269,11 @@ def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams,
 
 def generate_codes(model: DualAR, prompt: np.ndarray, params: GenerationParams, *, im_end_id: int,
                    cancel: threading.Event | None = None,
-                   stats: GenerationStats | None = None, cuda_graphs: str = "auto") -> np.ndarray:
+                   stats: GenerationStats | None = None, cuda_graphs: str = "auto",
+                   step_cache: StepCache | None = None) -> np.ndarray:
     """All frames at once: int32 [num_codebooks, n_frames]."""
-    frames = [f.codes for f in generate_frames(model, prompt, params, im_end_id=im_end_id,
-                                               cancel=cancel, stats=stats, cuda_graphs=cuda_graphs)]
+    frames = [f.codes for f in generate_frames(model, prompt, params, im_end_id=im_end_id, cancel=cancel,
+                                               stats=stats, cuda_graphs=cuda_graphs, step_cache=step_cache)]
     if not frames:
         return np.zeros((model.cfg.num_codebooks, 0), dtype=np.int32)
     return np.stack(frames, axis=1)

@@ -15,9 +15,11 @@ addresses and shapes. So the steps here never allocate, grow or slice by a Pytho
 - inputs (the token column, a code, the Slow-AR hidden) are copied into input buffers and
   results are copied into output buffers, which keep their addresses across replays.
 
-The numbers are the dynamic path's (``transformer.attend``/``KVCache.store``): the position
-being evaluated attends to its own fresh float32 K/V, and the cache keeps them F16-rounded when
-``kv_round_f16`` is on. Here that is done by writing the fresh values, attending, then writing
+The maths is the dynamic path's, not a copy of it: the layers are ``transformer.layer_forward``
+run in a :class:`StaticContext` (the static kind of ``transformer.LayerContext``), and the
+embedding, the Fast-AR's frame start and the heads are ``DualAR``'s own. Only attention differs,
+as in ``transformer.attend``/``KVCache.store``: the position being evaluated attends to its own
+fresh float32 K/V, and the cache keeps them F16-rounded when ``kv_round_f16`` is on. Here that is done by writing the fresh values, attending, then writing
 the rounded ones over them. The only difference is the length of the reductions (softmax sum
 and probabilities × values run over ``L`` keys, the masked ones adding exact zeros, instead of
 over ``pos + 1``), which can move the float32 summation order: tests/engine/test_static_step.py
@@ -26,6 +28,9 @@ bounds the effect (logits within 1e-5 of the dynamic path's on the golden models
 Sampling stays outside the steps: the logits are copied to the CPU and the take's seeded
 sampler draws from them as before. The prefill (one call of variable length) runs the dynamic
 path, writing straight into the static Slow-AR cache.
+
+The decoder's state (caches, buffers, graphs) is its own; the owner of the model keeps it
+between takes in a ``step_cache.StepCache`` (the ``Pipeline`` has one), never on the model.
 
 Where a step runs (:class:`StepRunner`): replayed as a CUDA graph on a CUDA device, through
 ``torch.compile(mode="reduce-overhead")`` when asked and Triton is importable, and eagerly
@@ -44,8 +49,9 @@ import torch
 
 from s2studio.engine.kernels.qmatrix import QuantMatrix
 from s2studio.engine.model.dual_ar import DualAR
-from s2studio.engine.model.transformer import KVCache, apply_rope, feed_forward, linear, rms_norm, split_qkv
-from s2studio.engine.model.weights import LayerWeights, StackWeights
+from s2studio.engine.model.step_cache import StepCache
+from s2studio.engine.model.transformer import KVCache, linear, run_stack
+from s2studio.engine.model.weights import StackWeights
 from s2studio.engine.modes import CudaGraphs
 from s2studio.errors import InputError
 
@@ -114,7 +120,7 @@ def resolve_mode(setting: str, model: DualAR) -> str:
     return "graph"
 
 
-# ---- one layer at fixed shapes --------------------------------------------------------------
+# ---- attention at fixed shapes --------------------------------------------------------------
 
 def static_attend(q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
     """GQA attention of n queries over all L cached keys; ``hidden`` (n, L) bool marks the keys
@@ -128,27 +134,6 @@ def static_attend(q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, hidden: t
     scores = scores.masked_fill(hidden, float("-inf")).view(hkv, g * n, -1)
     out = torch.softmax(scores, dim=-1) @ vc
     return out.view(hkv, g, n, hd).reshape(h, n, hd).transpose(0, 1).reshape(n, h * hd)
-
-
-def static_layer(x: torch.Tensor, lw: LayerWeights, stack: StackWeights, cos: torch.Tensor, sin: torch.Tensor,
-                 positions: torch.Tensor, hidden: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor,
-                 round_f16: bool) -> torch.Tensor:
-    """``layer_forward`` of n rows at ``positions`` (int64 (n,) tensor) against a preallocated
-    cache ``kc``/``vc`` (Hkv, L, hd). cos/sin: the rows' RoPE tables (n, hd/2)."""
-    cfg = stack.cfg
-    q, k, v = split_qkv(linear(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv), lw, cfg)
-    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    q, k, v = q.transpose(0, 1), k.transpose(0, 1).contiguous(), v.transpose(0, 1).contiguous()
-    # The rows attend to their own fresh float32 K/V (as ``attend`` does), then the cache keeps
-    # them as ``KVCache.store`` would: F16-rounded when the model asks for it.
-    kc.index_copy_(1, positions, k)
-    vc.index_copy_(1, positions, v)
-    o = static_attend(q, kc, vc, hidden)
-    if round_f16:
-        kc.index_copy_(1, positions, k.half().to(kc.dtype))
-        vc.index_copy_(1, positions, v.half().to(vc.dtype))
-    h = x + linear(o, lw.wo)
-    return h + feed_forward(h, lw, cfg)
 
 
 class _DevicePositions:
@@ -171,8 +156,15 @@ class _DevicePositions:
                 self.sin_table.index_select(0, positions))
 
 
-class _StaticStack:
-    """One stack's static KV cache and the per-device position state of an n-row step."""
+class StaticContext:
+    """The ``transformer.LayerContext`` of an n-row static step over one stack: the position a
+    device tensor (set by :meth:`set_position`, an input buffer), the cache preallocated, every
+    cached key attended with the later ones masked. The rows attend to their own fresh float32
+    K/V (as ``transformer.attend`` does), then the cache keeps them as ``KVCache.store`` would:
+    F16-rounded when the model asks for it."""
+
+    splittable = True
+    linear = staticmethod(linear)
 
     def __init__(self, stack: StackWeights, cache: KVCache, cos: torch.Tensor, sin: torch.Tensor, n: int):
         self.stack = stack
@@ -183,19 +175,36 @@ class _StaticStack:
             dev = torch.device(lw.device)
             if dev not in self.devices:
                 self.devices[dev] = _DevicePositions(n, length, cos, sin, dev)
+        # Per device (as its tensors name it, e.g. cuda:0): this call's positions, mask, cos, sin.
+        self._now: dict[torch.device, tuple[torch.Tensor, ...]] = {}
 
     def set_position(self, pos: int) -> None:
         for d in self.devices.values():
             d.pos.fill_(pos)
 
+    def begin(self) -> None:
+        self._now = {d.pos.device: d.compute() for d in self.devices.values()}
+
+    def rope_rows(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        _, _, cos, sin = self._now[device]
+        return cos, sin
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        positions, hidden, _, _ = self._now[q.device]
+        kc, vc = self.cache.k[layer], self.cache.v[layer]
+        kc.index_copy_(1, positions, k)
+        vc.index_copy_(1, positions, v)
+        o = static_attend(q, kc, vc, hidden)
+        if self.cache.round_f16:
+            kc.index_copy_(1, positions, k.half().to(kc.dtype))
+            vc.index_copy_(1, positions, v.half().to(vc.dtype))
+        return o
+
+    def commit(self) -> None:
+        pass  # the decoder counts the positions (``StaticDecoder.n_past``)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        per_device = {dev: d.compute() for dev, d in self.devices.items()}
-        for i, lw in enumerate(self.stack.layers):
-            dev = torch.device(lw.device)
-            positions, hidden, cos, sin = per_device[dev]
-            x = static_layer(x.to(dev), lw, self.stack, cos, sin, positions, hidden,
-                             self.cache.k[i], self.cache.v[i], self.cache.round_f16)
-        return x
+        return run_stack(x, self.stack, self)
 
 
 # ---- running a step: eager, CUDA graph or torch.compile -------------------------------------
@@ -262,15 +271,15 @@ class StepRunner:
 
 def cache_length(capacity: int, context_length: int) -> int:
     """Positions of the static Slow-AR cache for a take needing ``capacity``: rounded up to
-    :data:`CACHE_BUCKET`, never past the model's context (+1, as ``DualAR._check_capacity``)."""
+    :data:`CACHE_BUCKET`, never past the model's context (+1, as ``DualAR.check_capacity``)."""
     return min(-(-capacity // CACHE_BUCKET) * CACHE_BUCKET, context_length + 1)
 
 
 class StaticDecoder:
     """The static Slow-AR step, Fast-AR frame start and Fast-AR next step of one model, with
-    their caches and buffers. Kept on the model (``DualAR.static_decoder``) across takes so a
-    captured graph is reused; :func:`static_decoder` makes a new one when a take needs a
-    different cache size or mode."""
+    their caches and buffers (the decoder's state is its own; the model only computes). Kept
+    across takes in the owner's ``StepCache`` so a captured graph is reused;
+    :func:`static_decoder` makes a new one when a take needs a different cache size or mode."""
 
     def __init__(self, model: DualAR, length: int, mode: str,
                  capture: Callable | None = None):
@@ -286,27 +295,22 @@ class StaticDecoder:
         # Slow-AR: a full-size cache (no growth: fixed addresses) that the prefill fills too.
         self.slow_cache = model.make_cache(length)
         cos, sin = model.slow_rope.get(0, length, torch.device("cpu"))
-        self.slow = _StaticStack(w.slow, self.slow_cache, cos, sin, 1)
+        self.slow = StaticContext(w.slow, self.slow_cache, cos, sin, 1)
         self.tokens = torch.zeros((cfg.num_codebooks + 1, 1), dtype=torch.int64, device=head)
         self.hidden = torch.zeros(cfg.slow.dim, dtype=torch.float32, device=head)
         n_sampled = cfg.codebook_size + 1
-        # The dtype ``DualAR.head_ids`` gives its rows: it picks the head matmul's rounding.
+        # The dtype ``DualAR.head_rows`` gives its rows: it picks the head matmul's rounding.
         head_dtype = torch.float16 if isinstance(w.embeddings, QuantMatrix) else w.embeddings.dtype
         self.head_rows = torch.zeros((n_sampled, cfg.slow.dim), dtype=head_dtype, device=head)
         self.slow_logits = torch.zeros(n_sampled, dtype=torch.float32, device=head)
         self.im_end_id: int | None = None
-        self._cb_offsets = (torch.arange(cfg.num_codebooks, dtype=torch.int64, device=head)
-                            * cfg.codebook_size)[:, None]
-        self._embed_scale = torch.tensor(np.float32(1.0 / math.sqrt(cfg.num_codebooks + 1)), device=head)
-        self._one = torch.tensor(1.0, dtype=torch.float32, device=head)
         # Fast-AR: one frame's cache, reset by the frame's start step (never reallocated).
-        fc = cfg.fast
-        fdev = torch.device(w.fast_embeddings.device)
+        fdev = torch.device(model.fast_device)
         self.fast_device = fdev
-        self.fast_cache = KVCache(fc, cfg.num_codebooks, [fdev] * fc.n_layer, torch.float32, round_f16=False)
+        self.fast_cache = model.new_fast_cache()
         fcos, fsin = model.fast_rope.get(0, cfg.num_codebooks, torch.device("cpu"))
-        self.fast_first = _StaticStack(w.fast, self.fast_cache, fcos, fsin, 2)
-        self.fast_step = _StaticStack(w.fast, self.fast_cache, fcos, fsin, 1)
+        self.fast_first = StaticContext(w.fast, self.fast_cache, fcos, fsin, 2)
+        self.fast_step = StaticContext(w.fast, self.fast_cache, fcos, fsin, 1)
         self.fast_hidden = torch.zeros(cfg.slow.dim, dtype=torch.float32, device=fdev)
         self.code = torch.zeros(1, dtype=torch.int64, device=fdev)
         self.fast_logits = torch.zeros(cfg.codebook_size, dtype=torch.float32, device=fdev)
@@ -325,58 +329,29 @@ class StaticDecoder:
         for runner in self.runners.values():
             runner.mode = "eager"
 
-    # -- the step bodies: static buffers in, static buffers out --------------------------------
-    def _embed(self) -> torch.Tensor:
-        """``DualAR.embed`` of the one column in ``self.tokens`` without its host-side branch:
-        the codebook sum is always computed and weighted by the semantic mask (a decode column
-        is always semantic, and for a non-semantic one it adds exact zeros)."""
-        c, w = self.model.cfg, self.model.w
-        ids = self.tokens[0]
-        x = w.embeddings[ids].float()
-        semantic = (ids >= c.semantic_begin_id) & (ids <= c.semantic_end_id)
-        cb = w.codebook_embeddings
-        acc = cb[self.tokens[1]].float()
-        rows = self.tokens[1:] + self._cb_offsets
-        for k in range(1, c.num_codebooks):  # sequential f32 sum, as s2.cpp
-            acc = acc + cb[rows[k]].float()
-        x = x + acc * semantic[:, None].float()
-        if c.scale_codebook_embeddings:
-            x = x * torch.where(semantic, self._embed_scale, self._one)[:, None]
-        return x
-
+    # -- the step bodies: static buffers in, static buffers out (the model's maths) -------------
     def _slow_fn(self) -> None:
         m = self.model
-        x = self.slow.forward(self._embed())
-        hidden = rms_norm(x[-1:].to(self.head_device), m.w.slow.norm, m.cfg.slow.norm_eps)
+        hidden = m.final_norm(self.slow.forward(m.embed(self.tokens))[-1:])
         self.hidden.copy_(hidden[0])
         self.slow_logits.copy_(linear(hidden, self.head_rows)[0])
 
     def _fast_start_fn(self) -> None:
-        w = self.model.w
         for kv in (self.fast_cache.k, self.fast_cache.v):  # a new frame: forget the last one's
             for t in kv:
                 t.zero_()
-        z0 = self.fast_hidden[None]
-        if w.fast_project_in is not None:
-            z0 = linear(z0, w.fast_project_in)
-        x = torch.cat((z0, w.fast_embeddings[self.code].float()))
-        self._fast_logits_of(self.fast_first.forward(x))
+        x = self.model.fast_start_rows(self.fast_hidden[None], self.code)
+        self.fast_logits.copy_(self.model.fast_logits(x, self.fast_first, 2)[0])
 
     def _fast_next_fn(self) -> None:
         x = self.model.w.fast_embeddings[self.code].float()
-        self._fast_logits_of(self.fast_step.forward(x))
-
-    def _fast_logits_of(self, y: torch.Tensor) -> None:
-        w = self.model.w
-        h = rms_norm(y[-1:], w.fast.norm, w.fast.cfg.norm_eps)
-        self.fast_logits.copy_(linear(h, w.fast_output)[0])
+        self.fast_logits.copy_(self.model.fast_logits(x, self.fast_step, 1)[0])
 
     # -- the frame loop's interface ------------------------------------------------------------
     def set_head(self, im_end_id: int) -> None:
         """The sampled head rows (semantic ids, then ``im_end_id``) into their static buffer."""
         if self.im_end_id != im_end_id:
-            self.model.head_ids(im_end_id)
-            self.head_rows.copy_(self.model._head_rows)
+            self.head_rows.copy_(self.model.head_rows(im_end_id))
             self.im_end_id = im_end_id
 
     def prefill(self, tokens: torch.Tensor, im_end_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -418,20 +393,22 @@ class StaticDecoder:
         return self.fast_logits.cpu()
 
 
-def static_decoder(model: DualAR, capacity: int, mode: str, capture: Callable | None = None) -> StaticDecoder:
-    """The model's static decoder for a take needing ``capacity`` Slow-AR positions: the one it
-    has when the cache size and mode match (its graphs are reused), else a new one (the old one
-    is dropped first: its cache can be large). Once a capture failed on this model, the steps
-    stay eager (no retry, and no new warning, at every take)."""
-    model._check_capacity(capacity)
+def static_decoder(steps: StepCache, model: DualAR, capacity: int, mode: str,
+                   capture: Callable | None = None) -> StaticDecoder:
+    """The static decoder for a take of ``model`` needing ``capacity`` Slow-AR positions: the
+    one ``steps`` keeps when it is this model's and the cache size and mode match (its graphs
+    are reused), else a new one, kept there (the old one is dropped first: its cache can be
+    large). Once a capture failed for this model, its steps stay eager (no retry, and no new
+    warning, at every take)."""
+    model.check_capacity(capacity)
     length = cache_length(capacity, model.cfg.context_length)
-    old = model.static_decoder
+    old = steps.decoder if steps.decoder is not None and steps.decoder.model is model else None
     failed = old is not None and old.failed
     if failed:
         mode = "eager"
     if old is not None and old.length == length and old.mode == mode:
         return old
-    model.static_decoder = None
-    model.static_decoder = StaticDecoder(model, length, mode, capture)
-    model.static_decoder.failed = failed
-    return model.static_decoder
+    steps.clear()
+    steps.decoder = decoder = StaticDecoder(model, length, mode, capture)
+    decoder.failed = failed
+    return decoder

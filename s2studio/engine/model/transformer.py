@@ -8,12 +8,17 @@ Numerical choices that matter for parity with s2.cpp (docs/spec/engine.md §2, �
   fresh float32 K/V. ``KVCache(round_f16=True)`` stores fp16-rounded values; ``attend`` then
   scores the current block against the fresh values. This cuts the logit error ~25×.
 - The residual stream, norms and softmax stay float32; a matmul runs in the weights' dtype.
+
+The block is written once (:func:`layer_forward`, run by :func:`run_stack`); the decode paths
+differ only in the context it runs in (:class:`LayerContext`): :class:`DynamicContext` (one
+request, a growing cache), :class:`BatchedContext` (several requests, shared matmuls) and
+``static_step.StaticContext`` (fixed shapes for CUDA graphs).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 import torch
@@ -216,50 +221,6 @@ def split_qkv(qkv: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig
     return q, k, v
 
 
-def layer_forward(x: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig, rope: RopeTable,
-                  pos0: int, cache: KVCache | None, layer: int) -> torch.Tensor:
-    """One pre-norm block. x: (n, dim) float32 on the layer's device."""
-    n = x.shape[0]
-    q, k, v = split_qkv(linear(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv), lw, cfg)
-    cos, sin = rope.get(pos0, n, x.device)
-    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    q, k, v = q.transpose(0, 1), k.transpose(0, 1).contiguous(), v.transpose(0, 1).contiguous()
-    o = attend(q, k, v, cache, layer, pos0)
-    if cache is not None:
-        cache.store(layer, pos0, k, v)
-    h = x + linear(o, lw.wo)
-    if n <= FFN_BLOCK_ROWS:
-        return h + feed_forward(h, lw, cfg)
-    # A long prefill: the FFN's three (n, 9728) intermediates would be ~0.12 MB per prompt
-    # row on the real model; rows are independent, so run them in (equal) blocks.
-    out = torch.empty_like(h)
-    n_blocks = -(-n // FFN_BLOCK_ROWS)
-    for a in range(n_blocks):
-        lo, hi = a * n // n_blocks, (a + 1) * n // n_blocks
-        out[lo:hi] = h[lo:hi] + feed_forward(h[lo:hi], lw, cfg)
-    return out
-
-
-# Prompt rows whose FFN runs at once. Blocks are equal in size (so never below
-# CPU_PREFILL_MIN_ROWS, which picks the GEMM's rounding) and big enough to keep GEMMs efficient.
-FFN_BLOCK_ROWS = 2048
-
-
-def feed_forward(h: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig) -> torch.Tensor:
-    f = rms_norm(h, lw.ffn_norm, cfg.norm_eps)
-    return linear(F.silu(linear(f, lw.w1)) * linear(f, lw.w3), lw.w2)
-
-
-def stack_forward(x: torch.Tensor, stack: StackWeights, rope: RopeTable, pos0: int,
-                  cache: KVCache | None, collect: list[torch.Tensor] | None = None) -> torch.Tensor:
-    """Run every layer (moving x between devices at a GPU/CPU split). Returns pre-norm output."""
-    for i, lw in enumerate(stack.layers):
-        x = layer_forward(x.to(lw.device), lw, stack.cfg, rope, pos0, cache, i)
-        if collect is not None:
-            collect.append(x.detach().to("cpu"))
-    return x
-
-
 # ---- batched decode: several requests' rows through one pass over the weights ---------------
 #
 # A batched step must give every request exactly the numbers it gets alone (a seeded request
@@ -285,6 +246,82 @@ def linear_grouped(x: torch.Tensor, w: Weight, sizes: list[int]) -> torch.Tensor
     return torch.cat([linear(part, w) for part in x.split(sizes)])
 
 
+# ---- one layer over a context: where the rows sit and which cache they attend to -------------
+#
+# ``layer_forward`` is the only place the block's maths is written. What differs between the
+# decode paths is where a call's rows sit and how they reach their KV cache, and that is the
+# context's (:class:`LayerContext`):
+# - :class:`DynamicContext`: one request's rows at positions pos0.. of a ``KVCache`` that grows,
+#   positions as Python numbers (the prefill, the CPU decode step, the Fast-AR's frame);
+# - :class:`BatchedContext`: several requests' rows, each at its own positions of its own cache;
+#   the matmuls are shared (``linear_grouped``), attention is per request;
+# - ``static_step.StaticContext``: a preallocated cache and a device-tensor position, attention
+#   masked over the whole cache, so the step can be recorded as a CUDA graph.
+
+
+class LayerContext(Protocol):
+    """Where one stack call's rows sit. ``begin`` runs before the first layer, ``commit`` after
+    the last (it advances the caches' ``n_past``); per layer, ``rope_rows`` gives the rows'
+    RoPE tables on a device and ``attend`` runs attention of the rows' q over the cache plus their
+    fresh k/v, then keeps k/v in the cache. ``splittable``: the rows may be cut into blocks
+    (one request's rows: the long prefill's FFN runs in blocks)."""
+
+    splittable: bool
+
+    def linear(self, x: torch.Tensor, w: Weight) -> torch.Tensor: ...
+
+    def begin(self) -> None: ...
+
+    def rope_rows(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor: ...
+
+    def commit(self) -> None: ...
+
+
+class _HostPositions:
+    """Positions known on the host (Python numbers): the RoPE rows are sliced from the table
+    once per device a call reaches (not once per layer), and nothing is prepared in ``begin``."""
+
+    _rows: dict[torch.device, tuple[torch.Tensor, torch.Tensor]]
+
+    def begin(self) -> None:
+        pass
+
+    def rope_rows(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = self._rows.get(device)
+        if rows is None:
+            rows = self._rows[device] = self._rope_rows_on(device)
+        return rows
+
+    def _rope_rows_on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+
+class DynamicContext(_HostPositions):
+    """One request's ``n`` rows at positions ``pos0``.. of ``cache`` (None: attend to the rows only)."""
+
+    splittable = True
+    linear = staticmethod(linear)
+
+    def __init__(self, rope: RopeTable, pos0: int, n: int, cache: KVCache | None):
+        self.rope, self.pos0, self.n, self.cache = rope, pos0, n, cache
+        self._rows = {}
+
+    def _rope_rows_on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.rope.get(self.pos0, self.n, device)
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        o = attend(q, k, v, self.cache, layer, self.pos0)
+        if self.cache is not None:
+            self.cache.store(layer, self.pos0, k, v)
+        return o
+
+    def commit(self) -> None:
+        if self.cache is not None:
+            self.cache.n_past = self.pos0 + self.n
+
+
 class Sequence:
     """One request's place in a batched call: its rows start at position ``pos0`` of ``cache``."""
 
@@ -294,35 +331,89 @@ class Sequence:
         self.pos0, self.n, self.cache = pos0, n, cache
 
 
-def layer_forward_batch(x: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig, rope: RopeTable,
-                        seqs: list[Sequence], layer: int) -> torch.Tensor:
-    """``layer_forward`` for several requests at once: x holds each request's rows in turn
-    (``seqs`` in order). Each request attends to its own cache at its own positions; only
-    the matmuls are shared."""
-    sizes = [s.n for s in seqs]
-    q, k, v = split_qkv(linear_grouped(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv, sizes), lw, cfg)
-    tables = [rope.get(s.pos0, s.n, x.device) for s in seqs]
-    cos = torch.cat([c for c, _ in tables])
-    sin = torch.cat([s for _, s in tables])
+class BatchedContext(_HostPositions):
+    """Several requests' rows in one call: x holds each request's rows in turn (``seqs`` in
+    order). Each request attends to its own cache at its own positions; only the matmuls are
+    shared, each request's rows getting exactly what its own call would (``linear_grouped``)."""
+
+    splittable = False  # a block boundary could cut a request's rows
+
+    def __init__(self, rope: RopeTable, seqs: list[Sequence]):
+        self.rope, self.seqs = rope, seqs
+        self.sizes = [s.n for s in seqs]
+        self._rows = {}
+
+    def linear(self, x: torch.Tensor, w: Weight) -> torch.Tensor:
+        return linear_grouped(x, w, self.sizes)
+
+    def _rope_rows_on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        tables = [self.rope.get(s.pos0, s.n, device) for s in self.seqs]
+        return torch.cat([c for c, _ in tables]), torch.cat([s for _, s in tables])
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        outs = []
+        a = 0
+        for s in self.seqs:
+            b = a + s.n
+            # Contiguous, as a request's own call has them (the same layout, so the same GEMMs).
+            ki, vi = k[:, a:b].contiguous(), v[:, a:b].contiguous()
+            outs.append(attend(q[:, a:b], ki, vi, s.cache, layer, s.pos0))
+            s.cache.store(layer, s.pos0, ki, vi)
+            a = b
+        return torch.cat(outs)
+
+    def commit(self) -> None:
+        for s in self.seqs:
+            s.cache.n_past = s.pos0 + s.n
+
+
+def layer_forward(x: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig, ctx: LayerContext,
+                  layer: int) -> torch.Tensor:
+    """One pre-norm block over the rows of ``ctx``. x: (n, dim) float32 on the layer's device."""
+    q, k, v = split_qkv(ctx.linear(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv), lw, cfg)
+    cos, sin = ctx.rope_rows(x.device)
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    outs = []
-    a = 0
-    for s in seqs:
-        b = a + s.n
-        qi = q[a:b].transpose(0, 1)
-        ki, vi = k[a:b].transpose(0, 1).contiguous(), v[a:b].transpose(0, 1).contiguous()
-        outs.append(attend(qi, ki, vi, s.cache, layer, s.pos0))
-        s.cache.store(layer, s.pos0, ki, vi)
-        a = b
-    h = x + linear_grouped(torch.cat(outs), lw.wo, sizes)
+    q, k, v = q.transpose(0, 1), k.transpose(0, 1).contiguous(), v.transpose(0, 1).contiguous()
+    h = x + ctx.linear(ctx.attend(layer, q, k, v), lw.wo)
+    n = x.shape[0]
+    if n <= FFN_BLOCK_ROWS or not ctx.splittable:
+        return h + feed_forward(h, lw, cfg, ctx.linear)
+    # A long prefill: the FFN's three (n, 9728) intermediates would be ~0.12 MB per prompt
+    # row on the real model; rows are independent, so run them in (equal) blocks.
+    out = torch.empty_like(h)
+    n_blocks = -(-n // FFN_BLOCK_ROWS)
+    for a in range(n_blocks):
+        lo, hi = a * n // n_blocks, (a + 1) * n // n_blocks
+        out[lo:hi] = h[lo:hi] + feed_forward(h[lo:hi], lw, cfg, ctx.linear)
+    return out
+
+
+# Prompt rows whose FFN runs at once. Blocks are equal in size (so never below
+# CPU_PREFILL_MIN_ROWS, which picks the GEMM's rounding) and big enough to keep GEMMs efficient.
+FFN_BLOCK_ROWS = 2048
+
+
+def feed_forward(h: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig,
+                 mm: Callable[[torch.Tensor, Weight], torch.Tensor] = linear) -> torch.Tensor:
     f = rms_norm(h, lw.ffn_norm, cfg.norm_eps)
-    return h + linear_grouped(F.silu(linear_grouped(f, lw.w1, sizes)) * linear_grouped(f, lw.w3, sizes),
-                              lw.w2, sizes)
+    return mm(F.silu(mm(f, lw.w1)) * mm(f, lw.w3), lw.w2)
 
 
-def stack_forward_batch(x: torch.Tensor, stack: StackWeights, rope: RopeTable, seqs: list[Sequence]
-                        ) -> torch.Tensor:
-    """``stack_forward`` of several requests' rows (see :func:`layer_forward_batch`)."""
+def run_stack(x: torch.Tensor, stack: StackWeights, ctx: LayerContext,
+              collect: list[torch.Tensor] | None = None) -> torch.Tensor:
+    """Every layer of ``stack`` over the rows of ``ctx`` (moving x between devices at a GPU/CPU
+    split), then ``ctx.commit()``. Returns the pre-norm output."""
+    ctx.begin()
     for i, lw in enumerate(stack.layers):
-        x = layer_forward_batch(x.to(lw.device), lw, stack.cfg, rope, seqs, i)
+        x = layer_forward(x.to(lw.device), lw, stack.cfg, ctx, i)
+        if collect is not None:
+            collect.append(x.detach().to("cpu"))
+    ctx.commit()
     return x
+
+
+def stack_forward(x: torch.Tensor, stack: StackWeights, rope: RopeTable, pos0: int,
+                  cache: KVCache | None, collect: list[torch.Tensor] | None = None) -> torch.Tensor:
+    """One request's rows at positions pos0.. of ``cache``: :func:`run_stack` in a
+    :class:`DynamicContext` (the cache's ``n_past`` moves past them)."""
+    return run_stack(x, stack, DynamicContext(rope, pos0, x.shape[0], cache), collect)

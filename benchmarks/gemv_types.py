@@ -37,7 +37,7 @@ import torch  # noqa: E402
 
 from benchmarks.bench_engine import memory_bandwidth_gbps  # noqa: E402
 from s2studio.engine.kernels import backend  # noqa: E402
-from s2studio.engine.kernels import common as qkernels  # noqa: E402
+from s2studio.engine.kernels import common as kcommon  # noqa: E402
 from s2studio.engine.kernels import intdot  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
 from s2studio.engine.threads import set_threads  # noqa: E402
@@ -70,7 +70,7 @@ def main() -> None:
     if args.cpu_seconds:
         args.threads, args.rows, args.matrices = 1, 1024, 1
     set_threads(args.threads)
-    qkernels.sync_threads(args.threads)
+    kcommon.sync_threads(args.threads)
     print(f"loadavg {loadavg()}; {backend.describe(TYPES)}")
     for m in (int(v) for v in args.m.split(",")):
         if args.cpu_seconds:
@@ -84,7 +84,7 @@ def loadavg() -> str:
 
 
 def random_matrices(name: str, rows: int, cols: int, count: int, rng) -> list[np.ndarray]:
-    kern = qkernels.KERNELS[name]
+    kern = kcommon.KERNELS[name]
     row_bytes = cols // kern.block_elems * kern.block_bytes
     mats = []
     for _ in range(count):

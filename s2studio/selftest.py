@@ -107,11 +107,11 @@ def check_quantized_kernels(work: Path) -> str:
     import numpy as np
     import torch
 
-    from s2studio.engine.kernels import common as qkernels
+    from s2studio.engine.kernels import common as kcommon
     from s2studio.engine.kernels.qmatrix import QuantMatrix, supported_types
 
-    if not qkernels.available():
-        raise AssertionError(f"numba is not usable: {qkernels.IMPORT_ERROR}")
+    if not kcommon.available():
+        raise AssertionError(f"numba is not usable: {kcommon.IMPORT_ERROR}")
     rng = np.random.default_rng(0)
     raw = gguf.quants.quantize(rng.standard_normal((40, 256)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
     want_w = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q8_0).astype(np.float64)

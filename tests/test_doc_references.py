@@ -168,3 +168,13 @@ def test_module_paths_in_the_docs_exist():
             if not any(glob.glob(str(base / target)) for base in MODULE_ROOTS):
                 missing.append(f"{rel(path)}: {target}")
     assert not missing, "module paths in the docs that do not exist:\n" + "\n".join(missing)
+
+
+def test_old_kernel_module_names_are_gone_from_code_too():
+    # The kernels live in s2studio/engine/kernels (common, quant_types); no alias keeps the old name.
+    this = Path(__file__).resolve()
+    found = [f"{p.relative_to(ROOT)}:{n}" for folder in ("s2studio", "tests", "benchmarks", "tools")
+             for p in (ROOT / folder).rglob("*.py") if p.resolve() != this
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if OLD_MODULE_NAME_RE.search(line)]
+    assert not found, found

@@ -13,7 +13,7 @@ import os
 import torch
 
 import s2studio
-from s2studio.engine.kernels import common as qkernels
+from s2studio.engine.kernels import common as kcommon
 from s2studio.engine.limits import check
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,6 @@ def set_threads(n: int) -> int:
     # whole process to NUMBA_NUM_THREADS (all cores), and torch shares that runtime (both load
     # libgomp.so.1, and the process keeps one): set torch's count after numba's layer is up,
     # or the first kernel call quietly turns --threads 1 into every core for torch's ops.
-    qkernels.sync_threads(count)
+    kcommon.sync_threads(count)
     torch.set_num_threads(count)
     return count

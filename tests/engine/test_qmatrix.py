@@ -12,7 +12,7 @@ import torch
 
 pytest.importorskip("numba")
 
-from s2studio.engine.kernels import common as qkernels  # noqa: E402
+from s2studio.engine.kernels import common as kcommon  # noqa: E402
 from s2studio.engine.model.generate import GenerationParams, generate_codes  # noqa: E402
 from s2studio.engine.model.loader import load_dual_ar  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
@@ -48,7 +48,7 @@ def test_q8_0_gemv_matches_dequantize_then_matmul(rows, cols, m):
 
 def test_q8_0_many_rows_use_exact_float32_gemm():
     raw, deq = q8_matrix(40, 256, 3)
-    x = torch.randn(qkernels.MAX_KERNEL_ROWS + 4, 256, generator=torch.Generator().manual_seed(0))
+    x = torch.randn(kcommon.MAX_KERNEL_ROWS + 4, 256, generator=torch.Generator().manual_seed(0))
     got = QuantMatrix("Q8_0", raw, (40, 256)).matmul_t(x)
     want = x.double() @ torch.from_numpy(deq).double().T
     rel = ((got - want).abs().max() / want.abs().max()).item()
@@ -110,7 +110,7 @@ def test_engine_keeps_q8_0_quantized_and_matches_exact(q8_model):
 
 
 def test_without_kernels_the_weights_are_dequantized(q8_model, monkeypatch, caplog):
-    monkeypatch.setattr(qkernels, "available", lambda: False)
+    monkeypatch.setattr(kcommon, "available", lambda: False)
     m, plan = load_dual_ar(q8_model[0])
     assert plan.quantized and isinstance(m.w.slow.layers[0].wqkv, torch.Tensor)
     assert m.w.slow.layers[0].wqkv.dtype == torch.float16

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable, Iterator, Mapping
 
-from s2studio.engine.kernels import common as qkernels
+from s2studio.engine.kernels import common as kcommon
 from s2studio.engine.modes import GemvSchedule, IntDot
 from s2studio.errors import InputError
 
@@ -139,7 +139,7 @@ def int_dot_ready(type_name: str) -> bool:
 def kernel_for(type_name: str, kept_quantized: bool = True) -> Kernel:
     """The stack a decode GEMV on ``type_name`` blocks runs on. ``kept_quantized`` False: the
     loader dequantized this type (numba missing, or slower here: ``choice``)."""
-    if not kept_quantized or not qkernels.available():
+    if not kept_quantized or not kcommon.available():
         return Kernel.FLOAT16
     if not int_dot_ready(type_name):
         return Kernel.NUMBA_FLOAT32
@@ -154,7 +154,7 @@ def int_dot_status() -> str:
     intdot = _intdot()
     if intdot.import_error() is not None:
         return f"numba float32 (the C integer kernels are not built: {intdot.import_error()})"
-    if not qkernels.available():
+    if not kcommon.available():
         return "none (numba is missing)"
     s = settings()
     if s.int_dot == IntDot.OFF:
@@ -179,7 +179,7 @@ def describe(type_names: Iterable[str] | None = None, kept: Iterable[str] | None
     if any(k.is_int_dot for k in chosen.values()):
         line += f"; C level {_intdot().level()}, schedule {settings().schedule.value}"
     elif any(k == Kernel.NUMBA_FLOAT32 and name in _intdot().TYPES for name, k in chosen.items()) \
-            or not qkernels.available():
+            or not kcommon.available():
         line += f"; integer dots: {int_dot_status()}"
     return line
 
@@ -188,7 +188,7 @@ def keep_quantized(type_names: Iterable[str], measure: bool) -> frozenset[str]:
     """The block types to keep quantized on the CPU: all of them (``--dtype quantized``), or,
     with ``measure``, those this machine does not run clearly slower than float16 (``choice``,
     cached per machine and per kernel stack). None where numba is missing."""
-    if not qkernels.available():
+    if not kcommon.available():
         return frozenset()
     if not measure:
         return frozenset(type_names)

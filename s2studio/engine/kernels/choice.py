@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from s2studio.engine.kernels import common as qkernels
+from s2studio.engine.kernels import common as kcommon
 from s2studio.engine.kernels.qmatrix import QuantMatrix
 from s2studio.engine.verdict_cache import cache_dir, machine_key, read_entry, write_entry
 
@@ -70,7 +70,7 @@ def measure(type_name: str) -> KernelVerdict:
     """Time the quantized GEMV against float16 on synthetic matrices of the same shape. The
     blocks are zeros, written (not calloc's shared zero page): the kernels' speed does not
     depend on the values, and zeros cannot produce denormals."""
-    kern = qkernels.KERNELS[type_name]
+    kern = kcommon.KERNELS[type_name]
     row_bytes = BENCH_COLS // kern.block_elems * kern.block_bytes
     qms = []
     for _ in range(BENCH_MATRICES):

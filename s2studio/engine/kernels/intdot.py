@@ -39,7 +39,7 @@ import logging
 import numpy as np
 
 from s2studio.engine.kernels import backend
-from s2studio.engine.kernels import common as qkernels
+from s2studio.engine.kernels import common as kcommon
 from s2studio.engine.modes import GemvSchedule, IntDot
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ ACT_BLOCK = 256  # activation values per int8 scale; Q8_0 rows of other lengths 
 ROWS_PER_TASK = 32  # rows per C call: small enough to balance 2-16 threads on 1024+ rows
 
 _gemv = None
-if _qdot is not None and qkernels.numba is not None:
+if _qdot is not None and kcommon.numba is not None:
     import llvmlite.binding as _llvm
     from numba import prange, types
 
@@ -84,7 +84,7 @@ if _qdot is not None and qkernels.numba is not None:
                 r1 = min(rows, r0 + ROWS_PER_TASK)
                 _c_rows(type_id, raw.ctypes.data, raw.shape[1], r0, r1, xq, xd, xbs, m, cols, out, rows)
 
-    _all_rows = qkernels._jit(_all_rows_py)
+    _all_rows = kcommon._jit(_all_rows_py)
 
     def _gemv_py(type_id, raw, x, out, planes, workers):
         m, cols = x.shape
@@ -120,8 +120,8 @@ if _qdot is not None and qkernels.numba is not None:
 
     # Serial wrappers (quantize, then the one parallel region in _all_rows): parallel=True here
     # would find nothing to parallelise and say so at every compile.
-    _gemv = qkernels._jit(_gemv_py, parallel=False)
-    _gemv_i16 = qkernels._jit(_gemv_i16_py, parallel=False)
+    _gemv = kcommon._jit(_gemv_py, parallel=False)
+    _gemv_i16 = kcommon._jit(_gemv_i16_py, parallel=False)
 
 
 def built() -> bool:
@@ -158,7 +158,7 @@ def gemv(type_name: str, raw: np.ndarray, x: np.ndarray, out: np.ndarray, planes
     chosen = backend.settings()
     planes = chosen.planes if planes is None else planes
     dynamic = (chosen.schedule if schedule is None else schedule) == GemvSchedule.DYNAMIC
-    workers = qkernels.numba.get_num_threads() if dynamic else 0  # 0: the static split
+    workers = kcommon.numba.get_num_threads() if dynamic else 0  # 0: the static split
     if type_name == "Q8_0" and planes == 2:
         _gemv_i16(_qdot.Q8_0_I16, raw, x, out, workers)
     else:

@@ -26,13 +26,13 @@ import numpy as np
 import torch
 
 from s2studio.engine.kernels import backend
-from s2studio.engine.kernels import common as qkernels
+from s2studio.engine.kernels import common as kcommon
 from s2studio.engine.kernels import intdot
 from s2studio.engine.kernels import quant_types  # noqa: F401  (registers the K-quant kernels)
 
 
 def supported_types() -> set[str]:
-    return set(qkernels.KERNELS)
+    return set(kcommon.KERNELS)
 
 
 # Weight elements dequantized per GEMM call in the prefill (16 MB of float32): large enough that
@@ -76,7 +76,7 @@ def warm_up(type_names) -> None:
     compilation (seconds per type on first use, then cached) happens while the model loads,
     not inside the first prefill."""
     for name in sorted(type_names):
-        kern = qkernels.KERNELS[name]
+        kern = kcommon.KERNELS[name]
         rows, cols = 9, kern.block_elems  # 9 rows: the 8-row kernel path and a remainder
         raw = np.zeros((rows, kern.block_bytes), np.uint8)
         raw.setflags(write=False)  # the memory map is read-only: numba specializes on that
@@ -96,7 +96,7 @@ class QuantMatrix:
         """``int_dot``: GEMV by the C integer kernel (activations as int8 planes: intdot.py);
         None (the engine): as the kernel settings choose for this type at each GEMV
         (backend.kernel_for); False: the float32 kernel."""
-        kern = qkernels.KERNELS.get(type_name)
+        kern = kcommon.KERNELS.get(type_name)
         if kern is None:
             raise ValueError(f"no CPU kernel for {type_name}")
         rows, cols = shape
@@ -128,23 +128,23 @@ class QuantMatrix:
         """x (m, cols) → x·Wᵀ (m, rows), float32."""
         x = x.float()
         m = x.shape[0]
-        if m > qkernels.MAX_KERNEL_ROWS:
+        if m > kcommon.MAX_KERNEL_ROWS:
             return prefill_linear(x, tuple(self.shape), self._fill_rows)
-        qkernels.sync_threads(torch.get_num_threads())
+        kcommon.sync_threads(torch.get_num_threads())
         xn = np.ascontiguousarray(x.detach().numpy())
         out = np.empty((m, self.shape[0]), np.float32)
         if self.int_dot and self.shape[0] >= 1:
             intdot.gemv(self.type_name, self.raw, xn, out)
         else:
-            self.kernels.gemv(self.raw, xn, out, qkernels.F16_TABLE)
+            self.kernels.gemv(self.raw, xn, out, kcommon.F16_TABLE)
         return torch.from_numpy(out)
 
     def _fill_rows(self, r0: int, r1: int, out: torch.Tensor) -> None:
-        self.kernels.dequant_f32(self.raw[r0:r1], out.numpy(), qkernels.F16_TABLE)
+        self.kernels.dequant_f32(self.raw[r0:r1], out.numpy(), kcommon.F16_TABLE)
 
     def dequantize_f32(self) -> torch.Tensor:
         """The whole matrix as float32: exactly ``gguf.quants.dequantize``'s values."""
-        qkernels.sync_threads(torch.get_num_threads())
+        kcommon.sync_threads(torch.get_num_threads())
         t = torch.empty(tuple(self.shape), dtype=torch.float32)
         self._fill_rows(0, self.shape[0], t)
         return t
@@ -156,7 +156,7 @@ class QuantMatrix:
         if idx.size and (idx.min() < 0 or idx.max() >= self.shape[0]):
             raise IndexError(f"row index out of range for a matrix of {self.shape[0]} rows")
         out = np.empty((idx.shape[0], self.shape[1]), np.float32)
-        self.kernels.gather(self.raw, idx, out, qkernels.F16_TABLE)
+        self.kernels.gather(self.raw, idx, out, kcommon.F16_TABLE)
         t = torch.from_numpy(out)
         return t[0] if scalar else t
 

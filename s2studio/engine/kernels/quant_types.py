@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from s2studio.engine.kernels import common as qkernels
+from s2studio.engine.kernels import common as kcommon
 from s2studio.engine.kernels.common import _CACHE, _jit, numba
 
 if numba is not None:
@@ -1166,10 +1166,10 @@ q8_0_gather = _fn(_q8_0_gather)
 
 
 if numba is not None:
-    qkernels.register("Q4_K", qkernels.Kernels(256, 144, q4_k_gemv, q4_k_dequant_f32, q4_k_gather))
-    qkernels.register("Q5_K", qkernels.Kernels(256, 176, q5_k_gemv, q5_k_dequant_f32, q5_k_gather))
-    qkernels.register("Q6_K", qkernels.Kernels(256, 210, q6_k_gemv, q6_k_dequant_f32, q6_k_gather))
-    qkernels.register("Q4_0", qkernels.Kernels(32, 18, q4_0_gemv, q4_0_dequant_f32, q4_0_gather))
-    qkernels.register("Q2_K", qkernels.Kernels(256, 84, q2_k_gemv, q2_k_dequant_f32, q2_k_gather))
-    qkernels.register("Q3_K", qkernels.Kernels(256, 110, q3_k_gemv, q3_k_dequant_f32, q3_k_gather))
-    qkernels.register("Q8_0", qkernels.Kernels(32, 34, q8_0_gemv, q8_0_dequant_f32, q8_0_gather))
+    kcommon.register("Q4_K", kcommon.Kernels(256, 144, q4_k_gemv, q4_k_dequant_f32, q4_k_gather))
+    kcommon.register("Q5_K", kcommon.Kernels(256, 176, q5_k_gemv, q5_k_dequant_f32, q5_k_gather))
+    kcommon.register("Q6_K", kcommon.Kernels(256, 210, q6_k_gemv, q6_k_dequant_f32, q6_k_gather))
+    kcommon.register("Q4_0", kcommon.Kernels(32, 18, q4_0_gemv, q4_0_dequant_f32, q4_0_gather))
+    kcommon.register("Q2_K", kcommon.Kernels(256, 84, q2_k_gemv, q2_k_dequant_f32, q2_k_gather))
+    kcommon.register("Q3_K", kcommon.Kernels(256, 110, q3_k_gemv, q3_k_dequant_f32, q3_k_gather))
+    kcommon.register("Q8_0", kcommon.Kernels(32, 34, q8_0_gemv, q8_0_dequant_f32, q8_0_gather))

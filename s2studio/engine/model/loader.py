@@ -36,17 +36,17 @@ def load_dual_ar(path: str | os.PathLike[str], *, device: str = "cpu", gpu_layer
     quantized_types: frozenset[str] = frozenset()
     if plan.quantized and plan.gpu_layer_count < cfg.slow.n_layer:
         from s2studio.engine.kernels import backend
-        from s2studio.engine.kernels import common as qkernels
+        from s2studio.engine.kernels import common as kcommon
         from s2studio.engine.kernels.qmatrix import supported_types
 
         in_file = {i.type_name for n, i in f.tensors.items() if i.type_name in supported_types()}
-        if qkernels.available():
+        if kcommon.available():
             from s2studio.engine.kernels.qmatrix import warm_up
 
             warm_up(in_file)  # numba compiles here (first start only), not in the first prefill
         else:
             log.warning("quantized CPU kernels unavailable (%s): dequantizing the weights to %s, which "
-                        "takes about twice the memory", qkernels.IMPORT_ERROR, str(plan.dtype).replace("torch.", ""))
+                        "takes about twice the memory", kcommon.IMPORT_ERROR, str(plan.dtype).replace("torch.", ""))
         # auto: keep the blocks unless this machine runs them clearly slower than float16
         quantized_types = backend.keep_quantized(in_file, measure=dtype == "auto")
         if quantized_types:

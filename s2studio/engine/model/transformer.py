@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from s2studio.engine.model.config import TransformerConfig
-from s2studio.engine.kernels import common as qkernels
+from s2studio.engine.kernels import common as kcommon
 from s2studio.engine.kernels.qmatrix import QuantMatrix, prefill_linear
 from s2studio.engine.model.weights import LayerWeights, StackWeights, Weight
 
@@ -240,8 +240,8 @@ def linear_grouped(x: torch.Tensor, w: Weight, sizes: list[int]) -> torch.Tensor
     what ``linear`` of that group alone gives; quantized weights are read once for all."""
     if len(sizes) == 1:
         return linear(x, w)
-    if isinstance(w, QuantMatrix) and x.shape[0] <= qkernels.MAX_KERNEL_ROWS \
-            and max(sizes) <= qkernels.MAX_KERNEL_ROWS:
+    if isinstance(w, QuantMatrix) and x.shape[0] <= kcommon.MAX_KERNEL_ROWS \
+            and max(sizes) <= kcommon.MAX_KERNEL_ROWS:
         return linear(x, w)
     return torch.cat([linear(part, w) for part in x.split(sizes)])
 

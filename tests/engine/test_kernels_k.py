@@ -15,8 +15,8 @@ import torch
 
 pytest.importorskip("numba")
 
-from s2studio.engine.kernels import common as qkernels  # noqa: E402
-from s2studio.engine.kernels import quant_types as qkernels_k  # noqa: E402
+from s2studio.engine.kernels import common as kcommon  # noqa: E402
+from s2studio.engine.kernels import quant_types as quant_types  # noqa: E402
 from s2studio.engine.kernels import qmatrix  # noqa: E402
 from s2studio.devtools.quant_blocks import dequantized as reference, random_blocks  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
@@ -40,8 +40,8 @@ def qtype(request):
 
 
 def test_registered_with_the_gguf_block_sizes(qtype):
-    kern = qkernels.KERNELS[qtype]
-    assert kern.gemv is getattr(qkernels_k, f"{qtype.lower()}_gemv")
+    kern = kcommon.KERNELS[qtype]
+    assert kern.gemv is getattr(quant_types, f"{qtype.lower()}_gemv")
     assert (kern.block_elems, kern.block_bytes) == gguf.GGML_QUANT_SIZES[GT[qtype]]
 
 
@@ -49,15 +49,15 @@ def test_registered_with_the_gguf_block_sizes(qtype):
 def test_gather_and_dequant_f32_are_bit_exact(qtype, rows, cols):
     raw = random_blocks(qtype, rows, cols, rows * 7919 + cols)
     want = reference(qtype, raw, cols)
-    kern = qkernels.KERNELS[qtype]
+    kern = kcommon.KERNELS[qtype]
 
     ids = np.concatenate([np.arange(rows), np.arange(rows)[::-1][: max(1, rows // 3)]]).astype(np.int64)
     got = np.empty((ids.size, cols), np.float32)
-    kern.gather(raw, ids, got, qkernels.F16_TABLE)
+    kern.gather(raw, ids, got, kcommon.F16_TABLE)
     np.testing.assert_array_equal(got.view(np.uint32), want[ids].view(np.uint32))
 
     full = np.full((rows, cols), np.nan, np.float32)
-    kern.dequant_f32(raw, full, qkernels.F16_TABLE)
+    kern.dequant_f32(raw, full, kcommon.F16_TABLE)
     np.testing.assert_array_equal(full.view(np.uint32), want.view(np.uint32))
 
 
@@ -66,7 +66,7 @@ def assert_gemv_close(qtype, raw, x):
     float64 dequantize-then-matmul, within GEMV_REL of the output scale."""
     rows, cols = raw.shape[0], x.shape[1]
     got = np.full((x.shape[0], rows), np.nan, np.float32)
-    qkernels.KERNELS[qtype].gemv(raw, x, got, qkernels.F16_TABLE)
+    kcommon.KERNELS[qtype].gemv(raw, x, got, kcommon.F16_TABLE)
     want = x.astype(np.float64) @ reference(qtype, raw, cols).astype(np.float64).T
     assert np.abs(got - want).max() <= GEMV_REL * np.abs(want).max()
 
@@ -93,14 +93,14 @@ def test_quant_matrix_round_trip(qtype):
     assert w.dtype == qtype and w.nbytes == raw.nbytes and tuple(w.shape) == (rows, cols)
 
     gen = torch.Generator().manual_seed(0)
-    for m in (1, 3, qkernels.MAX_KERNEL_ROWS):  # the quantized GEMV
+    for m in (1, 3, kcommon.MAX_KERNEL_ROWS):  # the quantized GEMV
         x = torch.randn(m, cols, generator=gen)
         want = x.double() @ torch.from_numpy(deq).double().T
         got = w.matmul_t(x)
         assert got.dtype == torch.float32 and got.shape == (m, rows)
         assert (got.double() - want).abs().max() <= GEMV_REL * want.abs().max()
 
-    x = torch.randn(qkernels.MAX_KERNEL_ROWS + 4, cols, generator=gen)  # the float32 prefill GEMM
+    x = torch.randn(kcommon.MAX_KERNEL_ROWS + 4, cols, generator=gen)  # the float32 prefill GEMM
     want = x.double() @ torch.from_numpy(deq).double().T
     got = w.matmul_t(x)
     assert got.dtype == torch.float32 and got.shape == (x.shape[0], rows)

@@ -87,16 +87,21 @@ def test_nothing_outside_app_imports_app():
     assert not problems, problems
 
 
-def test_front_ends_use_only_the_public_engine_api():
-    problems = []
+def front_end_files():
+    """(relative name, path) of every front-end module held to the engine's public API."""
     for front_end in ("app", "cli", "server", "remote"):
         for path in (ROOT / front_end).rglob("*.py"):
             rel = str(path.relative_to(ROOT))
-            if rel in INTERNALS_ALLOWED:
-                continue
-            for mod in imported_modules(path):
-                if (mod == "s2studio.engine" or mod.startswith("s2studio.engine.")) and mod not in PUBLIC_ENGINE:
-                    problems.append(f"{rel} imports {mod}")
+            if rel not in INTERNALS_ALLOWED:
+                yield rel, path
+
+
+def test_front_ends_use_only_the_public_engine_api():
+    problems = []
+    for rel, path in front_end_files():
+        for mod in imported_modules(path):
+            if (mod == "s2studio.engine" or mod.startswith("s2studio.engine.")) and mod not in PUBLIC_ENGINE:
+                problems.append(f"{rel} imports {mod}")
     assert not problems, problems
 
 
@@ -108,14 +113,10 @@ ENGINE_INTERNALS = re.compile(r"\.model\.cfg|\.codec\.sample_rate|\bcodec_placem
 
 def test_front_ends_do_not_touch_engine_internals():
     problems = []
-    for front_end in ("app", "cli", "server", "remote"):
-        for path in (ROOT / front_end).rglob("*.py"):
-            rel = str(path.relative_to(ROOT))
-            if rel in INTERNALS_ALLOWED:
-                continue
-            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                if ENGINE_INTERNALS.search(line.split("#", 1)[0]):
-                    problems.append(f"{rel}:{n}: {line.strip()}")
+    for rel, path in front_end_files():
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if ENGINE_INTERNALS.search(line.split("#", 1)[0]):
+                problems.append(f"{rel}:{n}: {line.strip()}")
     assert not problems, problems
 
 

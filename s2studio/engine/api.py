@@ -12,7 +12,6 @@ remote client (which has no torch) uses these types too.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol, runtime_checkable
@@ -208,7 +207,6 @@ class ModelInfo:
     gpu_layers: int | None = None
     codec_device: str | None = None
     codec_reason: str = ""  # why the codec runs there (benchmark verdict, or "served by ...")
-    where: str = "this computer"  # or the server's address
 
 
 @runtime_checkable
@@ -233,7 +231,3 @@ class SynthesisEngine(Protocol):
     def available_devices(self) -> list[tuple[str, str]]:
         """``(device, description)`` the engine can run on (a remote engine: none to choose)."""
 
-
-def with_seed(request: SynthesisRequest, seed: int) -> SynthesisRequest:
-    """The request with ``seed`` as its base seed."""
-    return dataclasses.replace(request, generation=dataclasses.replace(request.generation, seed=seed))

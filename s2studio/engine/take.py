@@ -32,7 +32,7 @@ from s2studio.errors import GenerationError, InputError
 log = logging.getLogger(__name__)
 
 __all__ = ["SegmentOutcome", "SegmentRenderer", "VoiceChoice", "assemble_take", "check_request", "segment_seed", "segments_of",
-           "speakers_in", "split_request_text", "split_turns", "take_seed", "voice_for", "wanted_segments"]
+           "speakers_in", "split_request_text", "split_turns", "take_seed", "voice_for", "voices_of", "wanted_segments"]
 
 
 # ---- who speaks a segment ------------------------------------------------------------------------
@@ -58,6 +58,17 @@ def voice_for(request: SynthesisRequest, segment: Segment) -> VoiceChoice:
     """A dialogue speaker's saved voice, or the request's own voice."""
     if request.speaker_voices and segment.speaker in request.speaker_voices:
         return VoiceChoice(voice=request.speaker_voices[segment.speaker])
+    return _own_voice(request)
+
+
+def voices_of(request: SynthesisRequest) -> list[VoiceChoice]:
+    """Every voice the request's segments may be spoken in (its own, each dialogue speaker's),
+    each once: what an engine checks before the take starts, without splitting the text."""
+    speakers = dict.fromkeys((request.speaker_voices or {}).values())
+    return [_own_voice(request)] + [VoiceChoice(voice=v) for v in speakers]
+
+
+def _own_voice(request: SynthesisRequest) -> VoiceChoice:
     return VoiceChoice(request.voice, request.reference_audio, request.reference_codes, request.reference_text)
 
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from s2studio.audio import CODEC_SAMPLE_RATE, SAMPLES_PER_CODE_FRAME, wav_bytes
 from s2studio.engine.api import AudioChunk, ModelInfo, SynthesisJob, SynthesisRequest, Timings
-from s2studio.engine.take import SegmentOutcome, VoiceChoice, assemble_take, check_request, segments_of, voice_for
+from s2studio.engine.take import SegmentOutcome, VoiceChoice, assemble_take, check_request, segments_of, voices_of
 from s2studio.errors import InputError
 from s2studio.remote.connection import (
     RETRYABLE,
@@ -147,17 +147,17 @@ class RemoteEngine:
         """The servers' output rate (from ``/health``; the codec's 44.1 kHz if it does not say)."""
         if self._sample_rate is None:
             try:
-                rate = self.health().get("sample_rate")
+                rate = self.model_info().sample_rate
             except RemoteError:
                 rate = None
-            self._sample_rate = rate if isinstance(rate, int) and rate > 0 else CODEC_SAMPLE_RATE
+            self._sample_rate = rate or CODEC_SAMPLE_RATE
         return self._sample_rate
 
     def model_info(self, load: bool = True) -> ModelInfo:
         """The model the (first) server serves, from its ``/health`` (``load=False``: none asked)."""
         address = self._addresses[0]
         if not load:
-            return ModelInfo(name="", loaded=False, where=address.url)
+            return ModelInfo(name="", loaded=False)
         health = self.health(address)
         rate = health.get("sample_rate")
 
@@ -168,8 +168,7 @@ class RemoteEngine:
         return ModelInfo(name=text("model") or "", loaded=bool(health.get("model_loaded", True)),
                          sample_rate=rate if isinstance(rate, int) and rate > 0 else None,
                          device=text("device"), codec_device=text("codec_device") or "the server",
-                         codec_reason=f"served by {address.url} ({health.get('model')} on {health.get('device')})",
-                         where=address.url)
+                         codec_reason=f"served by {address.url} ({health.get('model')} on {health.get('device')})")
 
     @staticmethod
     def available_devices() -> list[tuple[str, str]]:
@@ -187,8 +186,8 @@ class RemoteEngine:
                              "voice instead.")
         take = RemoteTake(self)
         # Every voice's form parts before any request: a bad voice id fails here.
-        for segment in self.segments_of(request):
-            take.voice_parts(voice_for(request, segment))
+        for voice in voices_of(request):
+            take.voice_parts(voice)
         return SynthesisJob(lambda job: assemble_take(request, take, job))
 
     def voice_parts(self, voice: VoiceChoice) -> tuple[dict[str, str], dict[str, tuple[str, bytes]]]:

@@ -25,6 +25,8 @@ FORBIDDEN = {
                   "PySide6", "torch"),
     "cli": ("PySide6",),
     "server": ("s2studio.app", "PySide6"),
+    # Ray Serve around the server's app: never the app, the CLI or Qt.
+    "cluster": ("s2studio.app", "s2studio.cli", "PySide6"),
     # The client of a server: the engine's torch-free value types and text splitter, never the model.
     "remote": ("s2studio.app", "s2studio.cli", "s2studio.server", "PySide6", "torch", "s2studio.engine.model",
                "s2studio.engine.codec", "s2studio.engine.kernels"),
@@ -89,7 +91,7 @@ def test_nothing_outside_app_imports_app():
 
 def front_end_files():
     """(relative name, path) of every front-end module held to the engine's public API."""
-    for front_end in ("app", "cli", "server", "remote"):
+    for front_end in ("app", "cli", "server", "remote", "cluster"):
         for path in (ROOT / front_end).rglob("*.py"):
             rel = str(path.relative_to(ROOT))
             if rel not in INTERNALS_ALLOWED:

@@ -95,9 +95,13 @@ class ClusterOptions:
             if isinstance(value, str):  # "a,b" as the CLI spells it
                 value = tuple(v.strip() for v in value.split(",") if v.strip())
             object.__setattr__(self, name, tuple(value))
-        # The words are checked by the engine's own settings: an unknown mode fails here, on the
-        # machine that deploys, not later on every replica.
-        self.engine_settings()
+        # The words are checked here, on the machine that deploys, not later on every replica
+        # (engine.modes is torch-free: a driver without torch can deploy).
+        from s2studio.engine.modes import CodecMode, CudaGraphs, TokenizerMode, WeightDtype
+
+        for name, mode in (("tokenizer_mode", TokenizerMode), ("dtype", WeightDtype), ("codec_mode", CodecMode),
+                           ("cuda_graphs", CudaGraphs)):
+            object.__setattr__(self, name, mode.parse(getattr(self, name)).value)
 
     @classmethod
     def from_mapping(cls, args: dict) -> "ClusterOptions":

@@ -37,6 +37,10 @@ def run_serve(args: argparse.Namespace) -> int:
 
     require_ray()
     options = _options(args)
+    if args.address and args.num_cpus:
+        from s2studio.errors import InputError
+
+        raise InputError("--num-cpus sizes a Ray cluster started here; a cluster joined with --address has its own.")
     if not os.path.exists(options.model):
         # Checked here too (each replica checks again on its node): a typo is one line, not a
         # cluster of replicas failing to start.
@@ -52,7 +56,8 @@ def run_serve(args: argparse.Namespace) -> int:
     print(f"starting {replicas} of {options.model} on Ray{' at ' + args.address if args.address else ''} ...",
           file=sys.stderr)
     try:
-        url = deployment.start(options, address=args.address, host=args.host, port=args.port)
+        url = deployment.start(options, address=args.address, host=args.host, port=args.port,
+                               num_cpus=args.num_cpus)
         print(f"serving on {url} ({replicas}, {options.max_batch} at once each; `s2studio cluster status --url "
               f"{url}` lists them; Ctrl+C stops)", file=sys.stderr)
         while True:
@@ -156,6 +161,8 @@ def register(subparsers) -> None:
     add_log_level(s)
     s.add_argument("--address", default=None,
                    help="Ray cluster to join (e.g. auto, or HEAD_IP:6379; default: start one on this machine)")
+    s.add_argument("--num-cpus", type=_positive, default=None,
+                   help="CPUs the Ray cluster started on this machine offers (default: all; not with --address)")
     s.add_argument("-H", "--host", default="127.0.0.1",
                    help="address Ray Serve's HTTP proxy binds on every node (default 127.0.0.1: this machine only)")
     s.add_argument("-P", "--port", type=_port, default=DEFAULT_HTTP_PORT, help=f"port (default {DEFAULT_HTTP_PORT})")

@@ -144,34 +144,8 @@ def build_app(options: ClusterOptions):
 
 def app_builder(args: dict):
     """For ``serve run``/``serve deploy``: the config file's ``args`` (or ``key=value`` on the
-    ``serve run`` command line, which arrive as strings) are ``ClusterOptions``."""
-    return build_app(ClusterOptions.from_mapping(coerce_strings(dict(args or {}))))
-
-
-def coerce_strings(args: dict) -> dict:
-    """``serve run module:app_builder max_batch=4`` passes "4": strings become the option's type."""
-    from dataclasses import fields
-
-    kinds = {f.name: type(f.default) for f in fields(ClusterOptions)}
-    kinds["target_ongoing_requests"] = float
-    out = {}
-    for name, value in args.items():
-        kind = kinds.get(name)
-        if isinstance(value, str) and kind in (int, float, bool):
-            text = value.strip()
-            try:
-                if kind is bool:
-                    if text.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-                        raise ValueError
-                    value = text.lower() in ("true", "1", "yes", "on")
-                else:
-                    value = kind(text)
-            except ValueError:
-                from s2studio.errors import InputError
-
-                raise InputError(f"cluster option {name} must be {kind.__name__}, not {value!r}.") from None
-        out[name] = value
-    return out
+    ``serve run`` command line) are ``ClusterOptions``."""
+    return build_app(ClusterOptions.from_mapping(dict(args or {})))
 
 
 def start(options: ClusterOptions, address: str | None = None, host: str = "127.0.0.1", port: int = 8000,

@@ -115,7 +115,7 @@ class ClusterOptions:
         if unknown:
             raise InputError(f"unknown s2studio cluster option(s): {', '.join(unknown)} "
                              f"(known: {', '.join(sorted(known))}).")
-        values = dict(args)
+        values = _typed(args)
         if values.get("api_key") is None and os.environ.get("S2STUDIO_API_KEY"):
             values["api_key"] = os.environ["S2STUDIO_API_KEY"]
         return cls(**values)
@@ -163,3 +163,30 @@ class ClusterOptions:
         else:
             options["num_replicas"] = self.num_replicas
         return options
+
+
+TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def _typed(args: dict) -> dict:
+    """``serve run s2studio.cluster.deployment:app_builder max_batch=4`` passes "4": a string for a
+    number or a switch becomes the option's type (a word that is neither is an error naming it)."""
+    kinds = {f.name: type(f.default) for f in fields(ClusterOptions)}
+    kinds["target_ongoing_requests"] = float
+    out = {}
+    for name, value in args.items():
+        kind = kinds.get(name)
+        if isinstance(value, str) and kind in (int, float, bool):
+            text = value.strip().lower()
+            try:
+                if kind is bool:
+                    if text not in TRUE_WORDS + FALSE_WORDS:
+                        raise ValueError
+                    value = text in TRUE_WORDS
+                else:
+                    value = kind(text)
+            except ValueError:
+                raise InputError(f"cluster option {name} must be {'true or false' if kind is bool else 'a number'}, "
+                                 f"not {value!r}.") from None
+        out[name] = value
+    return out

@@ -109,3 +109,11 @@ def local_pipeline():
     p = Pipeline(EngineSettings(str(MODEL), codec_mode="cpu", threads=1))
     p.load()
     return p
+
+
+@pytest.fixture(scope="session")
+def api():
+    """The helpers above (test modules cannot import conftest under --import-mode=importlib)."""
+    import types
+
+    return types.SimpleNamespace(free_port=free_port, http_request=http_request, wait_for_replicas=wait_for_replicas)

@@ -156,7 +156,7 @@ def start(options: ClusterOptions, address: str | None = None, host: str = "127.
     if not ray.is_initialized():
         ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING,
                  configure_logging=False)
-    serve.start(http_options={"host": host, "port": port})
+    serve.start(http_options={"host": host, "port": port}, logging_config=QUIET_LOGS)
     serve.run(build_app(options), name=APP_NAME, route_prefix="/", blocking=False)
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}"

@@ -19,9 +19,13 @@ MAX_GPUS_PER_REPLICA = 16
 MAX_QUEUED_REQUESTS = 100_000
 DEFAULT_MAX_QUEUED_REQUESTS = 200
 DEFAULT_HTTP_PORT = 8000  # Ray Serve's own default
-# /health requests a replica accepts beside its synthesis slots, so a busy replica still answers
+# A /health request a replica accepts beside its synthesis slots, so a busy replica still answers
 # the status probe (and `s2studio cluster status`) instead of queueing it behind takes.
-PROBE_SLOTS = 2
+PROBE_SLOTS = 1
+# Places the replica's own queue holds beyond what Ray may send it at once: Ray counts a request
+# finished as its last bytes leave, a moment before the server's worker lets go of its place, and
+# the next request must not meet the server's 503 in that moment.
+FINISH_SLACK = 1
 
 
 def _check_range(name: str, value, low, high, integer: bool = True):
@@ -138,15 +142,18 @@ class ClusterOptions:
     def server_config(self, voice_dir: str):
         from s2studio.server.config import ServerConfig
 
-        return ServerConfig(voice_dir=voice_dir, queue_depth=self.queue_depth, max_batch=self.max_batch,
+        # Ray holds what waits beyond max_ongoing_requests at the proxy; the replica's queue takes
+        # everything Ray may send it (the probe slot may carry a take too) and the finish slack.
+        return ServerConfig(voice_dir=voice_dir, queue_depth=self.queue_depth + PROBE_SLOTS + FINISH_SLACK,
+                            max_batch=self.max_batch,
                             api_key=self.api_key, max_upload_bytes=int(self.max_upload_mb * 1024 * 1024),
                             max_text_chars=self.max_text_chars, allowed_hosts=self.allowed_hosts,
                             allowed_origins=self.allowed_origins)
 
     @property
     def max_ongoing_requests(self) -> int:
-        """What Ray sends one replica at once: its batch, its queue and the probe slots. More would
-        meet the replica's own 503; Ray holds the rest at the proxy until a replica has room."""
+        """What Ray sends one replica at once: its batch, its queue and the probe slot. Ray holds
+        the rest at the proxy until a replica has room (``max_queued_requests``, then 503)."""
         return self.max_batch + self.queue_depth + PROBE_SLOTS
 
     def deployment_options(self) -> dict:

@@ -76,7 +76,8 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """The example config's application on a 2-CPU local Ray cluster: 2 replicas (1 CPU each), the
-    tiny model on the CPU, an API key."""
+    tiny model on the CPU, an API key. Each replica decodes 2 takes together and queues none, so
+    Ray sends it at most 3 requests (2 + the probe slot): 4 at once must use both replicas."""
     pytest.importorskip("ray.serve", reason="the cluster extra (pip install 's2studio[cluster]') is not installed")
     import ray
     import yaml
@@ -88,7 +89,7 @@ def cluster(tmp_path_factory):
     args = dict(config["applications"][0]["args"])
     # The example's GPU sizing, made to fit this machine; every other option as written there.
     args.update(model=str(MODEL), device="cpu", num_gpus=0, num_cpus=1, threads=1, codec_mode="cpu",
-                autoscale=False, num_replicas=2, max_batch=2, queue_depth=2, api_key=API_KEY,
+                autoscale=False, num_replicas=2, max_batch=2, queue_depth=0, api_key=API_KEY,
                 voice_dir=str(tmp_path_factory.mktemp("cluster-voices")))
     port = free_port()
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", configure_logging=False,

@@ -26,8 +26,11 @@ def test_the_example_config_is_valid_options():
     deployment = options.deployment_options()
     assert deployment["ray_actor_options"] == {"num_cpus": 2, "num_gpus": 1}
     assert deployment["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 4, "target_ongoing_requests": 4.0}
-    # Ray sends a replica its batch, its queue and room for the status probe, no more.
-    assert deployment["max_ongoing_requests"] == 4 + 4 + 2
+    # Ray sends a replica its batch, its queue and room for the status probe, no more; the
+    # replica's own queue takes all of that and one more, so nothing Ray sends meets its 503.
+    assert deployment["max_ongoing_requests"] == 4 + 4 + 1
+    config = options.server_config("voices")
+    assert config.max_batch + config.queue_depth == deployment["max_ongoing_requests"] + 1
     assert options.engine_settings().device == "cuda"
 
 

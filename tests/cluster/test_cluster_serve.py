@@ -61,6 +61,8 @@ def test_health_lists_every_replica_and_cluster_status_prints_them(cluster):
     assert health["replica"] in {r["replica"] for r in replicas}  # the one that answered is one of them
     for entry in replicas:
         assert entry["device"] == "cpu" and entry["model_loaded"] is True and entry["max_batch"] == 2
+        # queue_depth 0 at the replica: Ray holds the waiting; its queue takes the probe slot and
+        # the finish slack (s2studio.cluster.options).
         assert entry["queue"] == {"running": 0, "waiting": 0, "depth": 2}
     result = subprocess.run([sys.executable, "-m", "s2studio", "cluster", "status", "--url", cluster.url],
                             capture_output=True, text=True, timeout=120, cwd=ROOT)

@@ -100,22 +100,26 @@ class Manuscript:
     # ---- building ---------------------------------------------------------------------------
     @classmethod
     def from_import(cls, imported, *, seed: int = 0) -> "Manuscript":
-        """A manuscript from :func:`s2studio.book.importing.import_book`'s chapters; sentence k
-        of the book gets seed ``derive(seed, k)``, kept with it from then on."""
+        """A manuscript from :func:`s2studio.book.importing.import_book`'s chapters. A sentence's
+        seed comes from the book's seed and the sentence's own text (its n-th occurrence, so a
+        repeated "Yes." gets a seed each time), and is kept with it from then on: importing an
+        edited file again gives every unchanged sentence its old seed, hence its old key and
+        audio, and only changed sentences are rendered again."""
         book = cls(imported.title, imported.author, imported.language,
                    generation=GenerationParams(seed=seed))
-        counter = [0]
+        seen: dict[str, int] = {}
         for ch in imported.chapters:
-            book.chapters.append(Chapter(ch.title, [cls._paragraph(t, seed, counter) for t in ch.paragraphs],
+            book.chapters.append(Chapter(ch.title, [cls._paragraph(t, seed, seen) for t in ch.paragraphs],
                                          ch.skip_reason))
         return book
 
     @staticmethod
-    def _paragraph(text: str, base_seed: int, counter: list[int]) -> Paragraph:
+    def _paragraph(text: str, base_seed: int, seen: dict[str, int]) -> Paragraph:
         sentences = []
         for speaker, piece in split_paragraph(text):
-            sentences.append(Sentence(piece, sentence_seed(base_seed, counter[0]), speaker))
-            counter[0] += 1
+            occurrence = seen.get(piece, 0)
+            seen[piece] = occurrence + 1
+            sentences.append(Sentence(piece, sentence_seed(base_seed, piece, occurrence), speaker))
         return Paragraph(sentences)
 
     # ---- editing ------------------------------------------------------------------------------
@@ -196,10 +200,12 @@ def split_paragraph(text: str) -> list[tuple[int | None, str]]:
     return out
 
 
-def sentence_seed(base_seed: int, index: int) -> int:
-    from s2studio.engine.take import segment_seed
+def sentence_seed(base_seed: int, text: str, occurrence: int = 0) -> int:
+    """The seed of the ``occurrence``-th sentence reading ``text``: the engine's own derivation
+    (``derive_segment_seed``, reached through the public take module) with an index made from
+    the text's hash."""
     from s2studio.engine.api import SynthesisRequest
+    from s2studio.engine.take import segment_seed
 
-    # The engine's own derivation (engine.text.segmentation.derive_segment_seed), reached
-    # through the public take module.
+    index = int.from_bytes(hashlib.sha256(f"{occurrence}\0{text}".encode()).digest()[:8], "big")
     return segment_seed(SynthesisRequest(text="."), base_seed, index, True)

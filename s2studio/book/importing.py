@@ -224,12 +224,14 @@ def _import_epub(path: str, data: bytes) -> ImportedBook:
             continue
         name = item.get_name()
         soup_text, heading, epub_type = _html_text(item.get_content())
-        title = titles.get(name) or titles.get(os.path.basename(name)) or heading or f"Section {len(out.chapters) + 1}"
+        stem = os.path.splitext(os.path.basename(name))[0].replace("_", " ").replace("-", " ")
+        title = titles.get(name) or titles.get(os.path.basename(name)) or heading or \
+            (stem.strip().capitalize() if _FRONT_MATTER.search(stem) else f"Section {len(out.chapters) + 1}")
         reason = None
         if item.get_type() == ebooklib.ITEM_NAVIGATION or isinstance(item, epub.EpubNav):
             reason = "front matter"
         elif _FRONT_MATTER.search(epub_type) or _FRONT_MATTER.fullmatch(title.strip()) or \
-                _FRONT_MATTER.search(os.path.splitext(os.path.basename(name))[0].replace("_", " ").replace("-", " ")):
+                _FRONT_MATTER.search(stem):
             reason = "front matter"
         paragraphs = paragraphs_of(soup_text)
         if paragraphs and heading and paragraphs[0] == " ".join(heading.split()):
@@ -266,9 +268,15 @@ _BLOCKS = ("p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "blockquote", "
 
 def _html_text(content: bytes) -> tuple[str, str, str]:
     """(text with a blank line between blocks, the first heading, the epub:type words)."""
-    from bs4 import BeautifulSoup
+    import warnings
 
-    soup = BeautifulSoup(content, "lxml")
+    from bs4 import BeautifulSoup, XMLParsedAsHTMLWarning
+
+    with warnings.catch_warnings():
+        # XHTML read by the forgiving HTML parser on purpose: EPUBs in the wild are often not
+        # well-formed XML.
+        warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
+        soup = BeautifulSoup(content, "lxml")
     for tag in soup(["script", "style", "head", "svg", "math", "img"]):
         tag.decompose()
     types = " ".join(str(t.get("epub:type", "")) for t in soup.find_all(attrs={"epub:type": True}))
@@ -280,8 +288,10 @@ def _html_text(content: bytes) -> tuple[str, str, str]:
         tag.insert_before("\n\n")
         tag.insert_after("\n\n")
     text = soup.get_text()
-    # Inside a block, the HTML's own line breaks are only layout: one paragraph per block.
-    blocks = [" ".join(b.split()) for b in re.split(r"\n\s*\n", text)]
+    # A blank line between blocks; inside a block, line breaks stay (normalisation joins a word
+    # hyphenated at a line end, then the paragraph's lines).
+    blocks = ["\n".join(" ".join(line.split()) for line in b.split("\n") if line.strip())
+              for b in re.split(r"\n\s*\n", text)]
     return "\n\n".join(b for b in blocks if b), heading, types
 
 

@@ -200,6 +200,8 @@ class BookView(QWidget):
         row.addWidget(self.regenerate_button)
         row.addWidget(QLabel("Paragraph spoken by:"))
         self.paragraph_character = QComboBox()
+        self.paragraph_character.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.paragraph_character.setMinimumContentsLength(14)
         self.paragraph_character.setToolTip("Give the selected sentence's whole paragraph to a character of the cast")
         self.paragraph_character.activated.connect(self._paragraph_character_chosen)
         row.addWidget(self.paragraph_character)

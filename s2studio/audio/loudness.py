@@ -116,7 +116,7 @@ def normalise(samples: np.ndarray, sample_rate: int, target: LoudnessPreset) -> 
         return x
     out = x
     gain_db = 0.0
-    for _ in range(6):
+    for _ in range(10):  # the limiter lowers the level a little each time: converges in 2-4
         level = _level(out, sample_rate, target)
         if not math.isfinite(level):
             return out

@@ -14,6 +14,7 @@ entry whose audio file is missing or the wrong size counts as not rendered.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -94,6 +95,35 @@ class BookProject:
         remove_stale_temp_files(folder)
         return cls(folder, manuscript, state)
 
+    @classmethod
+    def from_book_file(cls, path, folder, *, seed: int | None = None, restart: bool = False) -> "BookProject":
+        """Import ``path`` into the project at ``folder``: a new project, or the existing one
+        with its text replaced by the file's and its cast, dictionary, pauses and seed kept
+        (``seed`` replaces the seed). Unchanged sentences keep their seeds, so their keys and
+        audio; only changed ones render again. ``restart``: forget every rendered sentence."""
+        import random
+
+        from s2studio.book.importing import import_book
+
+        imported = import_book(path)
+        existing = cls.open(folder) if os.path.exists(os.path.join(os.fspath(folder), BOOK_FILE)) else None
+        if seed is None:
+            old_seed = existing.manuscript.generation.seed if existing is not None else None
+            seed = old_seed if old_seed is not None else random.SystemRandom().randrange(2**63)
+        manuscript = Manuscript.from_import(imported, seed=seed % 2**63)
+        if existing is None:
+            return cls.create(folder, manuscript, cover=imported.cover, cover_mime=imported.cover_mime)
+        old = existing.manuscript
+        manuscript.voice, manuscript.cast, manuscript.dictionary = old.voice, old.cast, old.dictionary
+        manuscript.generation = dataclasses.replace(old.generation, seed=seed % 2**63)
+        manuscript.sentence_pause_ms, manuscript.paragraph_pause_ms = old.sentence_pause_ms, old.paragraph_pause_ms
+        manuscript.chapter_pause_ms = old.chapter_pause_ms
+        existing.manuscript = manuscript
+        existing.save()
+        if restart:
+            existing.restart()
+        return existing
+
     def save(self) -> None:
         """The manuscript, atomically (call after every edit)."""
         from s2studio.audio.atomic_file import atomic_output
@@ -125,6 +155,12 @@ class BookProject:
             return os.path.getsize(self.sentence_path(key)) > 0
         except OSError:
             return False
+
+    def status(self, key: str) -> str:
+        """A sentence's state for a UI: "rendered", "failed" (see :meth:`failure`) or "missing"."""
+        if self.is_rendered(key):
+            return "rendered"
+        return "failed" if self.failure(key) is not None else "missing"
 
     def failure(self, key: str) -> str | None:
         with self._lock:

@@ -37,9 +37,10 @@ STREAM_STRIDE = 16  # frames per codec call: part of the key (chunking could mov
 
 
 def default_parallel(engine) -> int:
-    """Sentences in flight when the user does not say: 4 on a CPU (4 at once measured 2.75× the
-    throughput of 1 on 2 cores, docs/performance.md), 8 on a GPU (weights read once for 8 rows),
-    4 per server for a remote engine."""
+    """Sentences in flight when the user does not say: 4 on a CPU (4 at once measured 2.7–3.3×
+    the throughput of one on 2 cores with the full-size Q8_0 file, docs/performance.md; 8 gave
+    4.1–4.8× but each take's KV cache, up to ~0.4 GB with a full frame budget, is held 8 times),
+    8 on a GPU (weights read once for 8 rows), 4 per server for a remote engine."""
     addresses = getattr(engine, "addresses", None)
     if addresses:
         return min(MAX_PARALLEL, 4 * len(addresses))

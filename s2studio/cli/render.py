@@ -107,44 +107,21 @@ def _clock(seconds: float) -> str:
 
 
 def open_project(args, outdir: str):
-    """The book project in ``OUTDIR/book-project``: created from INPUT, or opened (a book file
-    given again is imported again, keeping the cast, dictionary and seed)."""
-    from s2studio.book import BookProject, Manuscript, import_book
+    """The book project: INPUT itself when it is a project folder, else ``OUTDIR/book-project``
+    made from (or updated with) the book file INPUT."""
+    from s2studio.book import BookProject
     from s2studio.book.project import BOOK_FILE
+    from s2studio.errors import InputError
 
-    folder = os.path.join(outdir, PROJECT_FOLDER)
     if os.path.isdir(args.input):
         if not os.path.exists(os.path.join(args.input, BOOK_FILE)):
-            from s2studio.errors import InputError
-
             raise InputError(f"{args.input} is a folder but not a book project (it has no {BOOK_FILE}).")
         project = BookProject.open(args.input)
         if args.restart:
             project.restart()
         return project
-    imported = import_book(args.input)
-    existing = BookProject.open(folder) if os.path.exists(os.path.join(folder, BOOK_FILE)) else None
-    if args.seed is not None:
-        seed = args.seed % 2**63
-    elif existing is not None and existing.manuscript.generation.seed is not None:
-        seed = existing.manuscript.generation.seed
-    else:
-        import random
-
-        seed = random.SystemRandom().randrange(2**63)
-    manuscript = Manuscript.from_import(imported, seed=seed)
-    if existing is not None:
-        old = existing.manuscript
-        manuscript.cast, manuscript.dictionary = old.cast, old.dictionary
-        manuscript.sentence_pause_ms, manuscript.paragraph_pause_ms = old.sentence_pause_ms, old.paragraph_pause_ms
-        manuscript.chapter_pause_ms = old.chapter_pause_ms
-        existing.manuscript = manuscript
-        if args.restart:
-            existing.restart()
-        project = existing
-    else:
-        project = BookProject.create(folder, manuscript, cover=imported.cover, cover_mime=imported.cover_mime)
-    return project
+    return BookProject.from_book_file(args.input, os.path.join(outdir, PROJECT_FOLDER), seed=args.seed,
+                                      restart=args.restart)
 
 
 def apply_flags(args, project) -> None:
@@ -152,7 +129,8 @@ def apply_flags(args, project) -> None:
     import dataclasses
 
     m = project.manuscript
-    m.voice = args.voice
+    if args.voice is not None:
+        m.voice = args.voice
     m.generation = dataclasses.replace(generation_params(args), seed=m.generation.seed)
     for speaker, voice in args.speaker_voice:
         name = f"speaker {speaker}"

@@ -158,3 +158,29 @@ def test_cast_and_dictionary_ranges():
         Cast().assign_speaker(1000, "x")
     with pytest.raises(InputError):
         PronunciationDictionary().add("word", "")
+
+
+def test_importing_a_file_again_keeps_the_cast_dictionary_seed_and_rendered_sentences(tmp_path):
+    import numpy as np
+
+    from tests.book.books import MARKDOWN
+
+    book = tmp_path / "b.md"
+    book.write_text(MARKDOWN, encoding="utf-8")
+    project = BookProject.from_book_file(book, tmp_path / "p")
+    project.manuscript.cast.set_character("Hero", "hero")
+    project.manuscript.dictionary.add("door", "dohr")
+    project.save()
+    jobs = project.manuscript.jobs(None, "")
+    for job in jobs:
+        project.store(job, np.zeros(10, np.float32), 44100, "end")
+    project.store_failure(jobs[0], "it broke")
+    assert [project.status(j.key) for j in jobs[:2]] == ["failed", "rendered"]
+    book.write_text(MARKDOWN.replace("Morning came.", "Evening came."), encoding="utf-8")
+    again = BookProject.from_book_file(book, tmp_path / "p")
+    assert again.manuscript.cast.characters == {"Hero": "hero"} and again.manuscript.dictionary.entries
+    assert again.manuscript.generation.seed == project.manuscript.generation.seed
+    assert [again.status(j.key) for j in again.manuscript.jobs(None, "")] == \
+        ["failed", "rendered", "rendered", "missing", "rendered"]
+    fresh = BookProject.from_book_file(book, tmp_path / "p", restart=True)
+    assert {fresh.status(j.key) for j in fresh.manuscript.jobs(None, "")} == {"missing"}

@@ -37,6 +37,7 @@ MEDIA_TYPES = {"mp3": "audio/mpeg", "opus": "audio/ogg", "aac": "audio/aac", "fl
 OPUS_RATE = 48_000  # libopus accepts 8/12/16/24/48 kHz; 48 kHz is Ogg Opus' reference rate
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
 MIN_OUTPUT_RATE, MAX_OUTPUT_RATE = 8_000, 48_000
+MIN_GAIN_DB, MAX_GAIN_DB = -20.0, 20.0
 DEFAULT_BITRATES = {"mp3": 128_000, "opus": 32_000, "aac": 128_000}
 # PyAV: (container format, codec) per compressed format.
 _AV_FORMATS = {"mp3": ("mp3", "libmp3lame"), "opus": ("ogg", "libopus"), "aac": ("adts", "aac"),
@@ -54,15 +55,23 @@ class EncoderError(ValueError):
 class EncodeOptions:
     """What the client asked for: ``fmt`` (one of FORMATS), ``sample_rate`` of the output
     (None: the format's own: the model's rate, or 48 kHz for Opus), ``speed`` (a tempo
-    factor, 0.25–4: pitch kept) and ``bitrate`` in bit/s for the lossy formats (None: the
-    default)."""
+    factor, 0.25–4: pitch kept), ``bitrate`` in bit/s for the lossy formats (None: the
+    default) and ``gain_db`` (−20–20 dB)."""
+
+    @property
+    def gain(self) -> float:
+        return float(10.0 ** (self.gain_db / 20.0))
 
     fmt: str = "wav"
     sample_rate: int | None = None
     speed: float = 1.0
     bitrate: int | None = None
+    gain_db: float = 0.0  # Fish Audio's prosody.volume
 
     def __post_init__(self) -> None:
+        if not MIN_GAIN_DB <= self.gain_db <= MAX_GAIN_DB:
+            raise EncoderError(f"The volume must be between {MIN_GAIN_DB:g} and {MAX_GAIN_DB:g} dB, "
+                               f"not {self.gain_db:g}.")
         if self.fmt not in FORMATS:
             raise EncoderError(f"The audio format {self.fmt!r} is not supported; use one of {', '.join(FORMATS)}.")
         if not MIN_SPEED <= self.speed <= MAX_SPEED:
@@ -259,6 +268,8 @@ class StreamEncoder:
 
     def write(self, samples: np.ndarray) -> bytes:
         x = _mono(samples)
+        if self.options.gain_db:
+            x = x * np.float32(self.options.gain)
         for stage in self._stages:
             x = stage.write(x)
         return self._encoder.write(x)
@@ -281,23 +292,30 @@ class StreamEncoder:
 
 
 def encode_whole(samples: np.ndarray, options: EncodeOptions, source_rate: int = CODEC_SAMPLE_RATE) -> bytes:
-    """A complete take as one file. WAV (PCM16 with its real sizes), FLAC and MP3 at the
-    take's own speed go through libsndfile; the rest through :class:`StreamEncoder`."""
+    """A complete take as one file. WAV (PCM16 with its real sizes), FLAC and MP3 go through
+    libsndfile (after the time-stretch and resampling stages, if any); Opus and AAC, and MP3
+    at a chosen bitrate, through :class:`StreamEncoder`."""
     x = _mono(samples)
+    if options.fmt in ("opus", "aac", "pcm") or (options.fmt == "mp3" and options.bitrate is not None):
+        encoder = StreamEncoder(options, source_rate)
+        return encoder.write(x) + encoder.finish()
+    import soundfile as sf
+
+    from s2studio.audio.wav_writing import wav_bytes
+
     rate = options.output_rate(source_rate)
-    if options.speed == 1.0 and options.fmt in ("wav", "flac", "mp3") and options.bitrate is None:
-        import soundfile as sf
-
+    if options.gain_db:
+        x = x * np.float32(options.gain)
+    if options.speed != 1.0:
+        stretch = _TimeStretch(source_rate, options.speed)
+        x = np.concatenate([stretch.write(x), stretch.finish()])
+    if rate != source_rate:
         from s2studio.audio.resample import resample
-        from s2studio.audio.wav_writing import wav_bytes
 
-        if rate != source_rate:
-            x = resample(x, source_rate, rate)
-        if options.fmt == "wav":
-            return wav_bytes(x, rate, subtype="PCM_16")
-        buffer = io.BytesIO()
-        subtype = "PCM_16" if options.fmt == "flac" else "MPEG_LAYER_III"
-        sf.write(buffer, np.clip(x, -1.0, 1.0), rate, format=options.fmt.upper(), subtype=subtype)
-        return buffer.getvalue()
-    encoder = StreamEncoder(options, source_rate)
-    return encoder.write(x) + encoder.finish()
+        x = resample(x, source_rate, rate)
+    if options.fmt == "wav":
+        return wav_bytes(x, rate, subtype="PCM_16")
+    buffer = io.BytesIO()
+    subtype = "PCM_16" if options.fmt == "flac" else "MPEG_LAYER_III"
+    sf.write(buffer, np.clip(x, -1.0, 1.0), rate, format=options.fmt.upper(), subtype=subtype)
+    return buffer.getvalue()

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 
 from s2studio.engine.params import GenerationParams
+from s2studio.server.voice_map import VoiceMap
 
 DEFAULT_PORT = 3030  # s2.cpp's
 DEFAULT_QUEUE_DEPTH = 4
@@ -50,6 +51,11 @@ class ServerConfig:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    # OpenAI's stock voice names → voices, and the voice a stock name without an entry gets
+    # (``--voice-map``, ``--default-voice``; server/voice_map.py).
+    voice_map: VoiceMap = field(default_factory=VoiceMap)
+    # Inline references of /v1/tts (Fish Audio's API) kept encoded, by content hash (server/fish.py).
+    reference_cache_entries: int = 16
 
     def __post_init__(self) -> None:
         if self.queue_depth < 0:

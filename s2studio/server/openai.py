@@ -34,13 +34,16 @@ MAX_INSTRUCTIONS_CHARS = 4096  # OpenAI's limit on instructions
 MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 
 
-def compat_text_lengths(spec: GenerateSpec, limits: RequestLimits) -> None:
+def compat_text_lengths(spec: GenerateSpec, limits: RequestLimits, text_field: str = "text") -> None:
     """The length limits as a 400: what OpenAI and fish-speech answer, and what their SDKs
     turn into their bad-request error (a 413 would be a generic status error)."""
     try:
         check_text_lengths(spec, limits)
     except BadRequest as exc:
-        raise BadRequest(str(exc), status=400) from None
+        message = str(exc)
+        if message.startswith("text "):  # the field as this API names it
+            message = text_field + message[len("text"):]
+        raise BadRequest(message, status=400) from None
 
 
 def encode_options(fmt: str, sample_rate=None, speed=1.0, bitrate=None) -> EncodeOptions:
@@ -87,7 +90,7 @@ def parse_speech_body(body, defaults: GenerationParams, max_new_tokens_limit: in
     if stream_format is not None and as_str("stream_format", stream_format) != "audio":
         raise BadRequest("stream_format must be 'audio': this server does not send server-sent events.")
     spec = GenerateSpec(text=text, generation=defaults, voice=voice)
-    compat_text_lengths(spec, limits)
+    compat_text_lengths(spec, limits, "input")
     apply_params(spec, {k: body[k] for k in SAMPLING_KEYS if k in body}, max_new_tokens_limit, limits)
     encoding = encode_options(fmt, rate, speed)
     return spec, AudioOutput(container=fmt, live=fmt != "wav", encoding=encoding), ignored

@@ -193,7 +193,10 @@ class _TimeStretch:
         import av
 
         self._rate = sample_rate
+        self._speed = speed
         self._pts = 0
+        self._consumed = self._written = 0
+        self._target: int | None = None
         graph = av.filter.Graph()
         node = source = graph.add_abuffer(format="flt", sample_rate=sample_rate, layout="mono")
         factors = [0.5, speed / 0.5] if speed < 0.5 else [speed]
@@ -220,21 +223,37 @@ class _TimeStretch:
             pieces.append(frame.to_ndarray().reshape(-1))
         return np.concatenate(pieces).astype(np.float32, copy=False) if pieces else np.zeros(0, np.float32)
 
-    def write(self, x: np.ndarray) -> np.ndarray:
+    def _push(self, x: np.ndarray) -> None:
         import av
 
-        if not x.size:
-            return x
         frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(x)[None, :], format="flt", layout="mono")
         frame.sample_rate = self._rate
         frame.pts = self._pts
         self._pts += x.shape[0]
         self._graph.push(frame)
-        return self._pull()
+
+    def _limited(self, y: np.ndarray) -> np.ndarray:
+        """At most as many samples as the input's length divided by the speed, in all."""
+        room = max(0, self._target - self._written) if self._target is not None else y.shape[0]
+        y = y[:room]
+        self._written += y.shape[0]
+        return y
+
+    def write(self, x: np.ndarray) -> np.ndarray:
+        if not x.size:
+            return x
+        self._consumed += x.shape[0]
+        self._push(x)
+        return self._limited(self._pull())
 
     def finish(self) -> np.ndarray:
+        # atempo drops the last part-filled window at the end of its input (tens of ms, much
+        # of a short take), so it gets a window of silence more and the output is cut to
+        # exactly the input's length divided by the speed.
+        self._target = int(round(self._consumed / self._speed))
+        self._push(np.zeros(self._rate // 5, np.float32))
         self._graph.push(None)
-        return self._pull()
+        return self._limited(self._pull())
 
 
 class _Resample:

@@ -123,8 +123,9 @@ def register(subparsers) -> None:
                                         DEFAULT_MAX_BATCH, DEFAULT_QUEUE_DEPTH, MAX_BATCH)
 
     p = subparsers.add_parser("serve", help="HTTP server compatible with s2.cpp's /generate",
-                              description="Serve S2 Pro over HTTP: s2.cpp's POST /generate, an OpenAI-style "
-                                          "POST /v1/audio/speech, GET /health and /openapi.json.")
+                              description="Serve S2 Pro over HTTP: s2.cpp's POST /generate, OpenAI's "
+                                          "/v1/audio/speech and /v1/models, Fish Audio's /v1/tts and "
+                                          "/v1/references/*, GET /health and /openapi.json (docs/server.md).")
     add_engine_options(p)
     p.add_argument("-H", "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("-P", "--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")

@@ -48,7 +48,7 @@ _OGG_PAGE_US = 100_000
 
 
 class EncoderError(ValueError):
-    """A format, rate or speed the encoders cannot produce (the message names it)."""
+    """A format, rate, speed, bitrate or gain out of range (the message names it)."""
 
 
 @dataclass(frozen=True)
@@ -58,15 +58,15 @@ class EncodeOptions:
     factor, 0.25–4: pitch kept), ``bitrate`` in bit/s for the lossy formats (None: the
     default) and ``gain_db`` (−20–20 dB)."""
 
-    @property
-    def gain(self) -> float:
-        return float(10.0 ** (self.gain_db / 20.0))
-
     fmt: str = "wav"
     sample_rate: int | None = None
     speed: float = 1.0
     bitrate: int | None = None
     gain_db: float = 0.0  # Fish Audio's prosody.volume
+
+    @property
+    def gain(self) -> float:
+        return float(10.0 ** (self.gain_db / 20.0))
 
     def __post_init__(self) -> None:
         if not MIN_GAIN_DB <= self.gain_db <= MAX_GAIN_DB:
@@ -146,7 +146,9 @@ class _AvEncoder:
         # Encoders take fixed-size frames (AAC 1024, Opus 960 samples...); FFmpeg's audio FIFO
         # regroups whatever chunk sizes the decoder produces.
         self._fifo = av.AudioFifo()
-        self._format = self._stream.codec_context.format.name
+        # The encoder's sample format (s16 for LAME and FLAC, planar float for AAC and Opus).
+        self._resampler = av.AudioResampler(format=self._stream.codec_context.format.name, layout="mono",
+                                            rate=sample_rate)
         self._frame_size = self._stream.codec_context.frame_size or 4096
 
     def _frame(self, x: np.ndarray):
@@ -159,14 +161,9 @@ class _AvEncoder:
         return frame
 
     def _encode_ready(self, final: bool) -> None:
-        import av
-
-        resampler = getattr(self, "_resampler", None)
-        if resampler is None:
-            self._resampler = resampler = av.AudioResampler(format=self._format, layout="mono", rate=self._rate)
         while self._fifo.samples >= self._frame_size or (final and self._fifo.samples):
             frame = self._fifo.read(min(self._frame_size, self._fifo.samples))
-            for converted in resampler.resample(frame):  # sample format only (flt -> s16/fltp)
+            for converted in self._resampler.resample(frame):  # sample format only (flt -> s16/fltp)
                 for packet in self._stream.encode(converted):
                     self._container.mux(packet)
 

@@ -155,11 +155,7 @@ def parse_tts_body(body, defaults: GenerationParams, max_new_tokens_limit: int |
             raise BadRequest(f"{key} must be one of {', '.join(choices)}.")
     sampling = {k: body[k] for k in ("temperature", "top_p", "max_new_tokens", "seed") if body.get(k) is not None}
     apply_params(spec, sampling, max_new_tokens_limit, limits)
-    try:
-        encoding = encode_options(fmt, rate, speed, bitrate)
-        encoding = type(encoding)(**{**encoding.__dict__, "gain_db": volume})
-    except Exception as exc:  # EncoderError from the gain's range
-        raise BadRequest(str(exc)) from None
+    encoding = encode_options(fmt, rate, speed, bitrate, gain_db=volume)
     live = fmt != "wav" or streaming
     return spec, AudioOutput(container=fmt, live=live, encoding=encoding), reference
 

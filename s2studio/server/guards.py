@@ -15,8 +15,10 @@ send it requests. Three browser attacks are closed here, as Jupyter and Ollama c
   is refused whatever its type. Only curl-like clients send neither.
 * **Content types a form can forge** — each POST route takes exactly one type:
   ``multipart/form-data`` for ``/generate`` (s2.cpp's API), ``application/json`` for
-  ``/v1/audio/speech`` (which a page can only send after a preflight we refuse). Anything else is
-  a 415, so ``text/plain`` and url-encoded bodies never reach a parser.
+  ``/v1/audio/speech`` (which a page can only send after a preflight we refuse), msgpack or JSON
+  for Fish Audio's routes (both need a preflight; ``/v1/references/add`` also takes multipart,
+  refused from a page by its Origin as ``/generate`` is). Anything else is a 415, so
+  ``text/plain`` and url-encoded bodies never reach a parser.
 
 CORS is off unless the operator lists origins (``--allowed-origins``); then those origins get a
 proper preflight answer and ``Access-Control-Allow-Origin`` on every response.
@@ -178,13 +180,15 @@ class BrowserGuard:
             return await self.app(scope, receive, send)
         host = _header(scope, b"host")
         if host is not None and not self.host_allowed(host, scope):
-            return await _send_json(send, scope, 403, f"The Host header {host_name(host)!r} is not an address of this server "
-                                                "(a DNS-rebinding web page?); the operator can allow a name with "
-                                                "--allowed-hosts.")
+            return await _send_json(send, scope, 403,
+                                    f"The Host header {host_name(host)!r} is not an address of this server "
+                                    "(a DNS-rebinding web page?); the operator can allow a name with "
+                                    "--allowed-hosts.")
         origin = _header(scope, b"origin")
         if origin is not None and not self.origin_allowed(origin):
-            return await _send_json(send, scope, 403, f"Requests from web pages ({origin[:100]}) are refused; the operator "
-                                                "can allow an origin with --allowed-origins.")
+            return await _send_json(send, scope, 403,
+                                    f"Requests from web pages ({origin[:100]}) are refused; the operator "
+                                    "can allow an origin with --allowed-origins.")
         if origin is None and _header(scope, b"sec-fetch-site") in ("cross-site", "same-site"):
             # A browser request from another site whose Origin was withheld (a GET or HEAD).
             return await _send_json(send, scope, 403, "Requests from other web sites are refused.")

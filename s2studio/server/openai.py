@@ -8,7 +8,8 @@ The body as the OpenAI SDK sends it, mapped onto the same request as ``/generate
   default voice (``--default-voice``, else the model's own): never refused; any other name is a
   voice id of the voice folder. ``{"id": "hope"}`` (OpenAI's custom-voice object) works too;
 * ``response_format`` — ``mp3`` (OpenAI's default), ``opus`` (Ogg), ``aac`` (ADTS), ``flac``,
-  ``wav``, ``pcm`` (16-bit at 44.1 kHz, or at ``sample_rate``: read ``X-Audio-Sample-Rate``);
+  ``wav``, ``pcm`` (16-bit at 24 kHz as OpenAI defines it, resampled with soxr; at the model's
+  44.1 kHz or any other rate with ``sample_rate``; ``X-Audio-Sample-Rate`` says which);
   all but ``wav`` are sent as they are decoded; ``wav`` is a finalized PCM16 WAV;
 * ``speed`` — 0.25–4.0, a pitch-preserving time-stretch (``audio.encoders``);
 * ``model`` — any name (the server has one model), ``instructions`` — accepted; the S2 model
@@ -29,6 +30,8 @@ from s2studio.server.voice_map import VoiceMap
 
 SAMPLING_KEYS = ("max_new_tokens", "temperature", "top_p", "top_k", "min_tokens_before_end", "seed")
 DEFAULT_FORMAT = "mp3"  # OpenAI's
+# OpenAI's pcm is 24 kHz and clients play it as such (there is no header to say otherwise).
+OPENAI_PCM_RATE = 24_000
 MAX_INSTRUCTIONS_CHARS = 4096  # OpenAI's limit on instructions
 # Model names OpenAI clients offer in their menus; all are this server's one model.
 MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -46,9 +49,10 @@ def compat_text_lengths(spec: GenerateSpec, limits: RequestLimits, text_field: s
         raise BadRequest(message, status=400) from None
 
 
-def encode_options(fmt: str, sample_rate=None, speed=1.0, bitrate=None) -> EncodeOptions:
+def encode_options(fmt: str, sample_rate=None, speed=1.0, bitrate=None, gain_db=0.0) -> EncodeOptions:
+    """The encoder's options, a value out of its range a 400 naming it."""
     try:
-        return EncodeOptions(fmt=fmt, sample_rate=sample_rate, speed=speed, bitrate=bitrate)
+        return EncodeOptions(fmt=fmt, sample_rate=sample_rate, speed=speed, bitrate=bitrate, gain_db=gain_db)
     except EncoderError as exc:
         raise BadRequest(str(exc)) from None
 
@@ -78,6 +82,8 @@ def parse_speech_body(body, defaults: GenerationParams, max_new_tokens_limit: in
         raise BadRequest(f"response_format {fmt!r} is not supported; use one of {', '.join(FORMATS)}.")
     speed = 1.0 if body.get("speed") is None else as_float("speed", body["speed"])
     rate = None if body.get("sample_rate") is None else as_int("sample_rate", body["sample_rate"])
+    if rate is None and fmt == "pcm":
+        rate = OPENAI_PCM_RATE
     ignored = []
     if body.get("instructions") is not None:
         instructions = as_str("instructions", body["instructions"])

@@ -23,6 +23,9 @@ def test_openai_speech_wav_and_pcm(server, api):
     assert (info.samplerate, info.subtype, info.frames) == (44100, "PCM_16", 3 * 2048)
     reply = speech(server, api, {"input": "Hello.", "response_format": "pcm", "speed": 1.0, **SMALL})
     assert reply.status == 200
+    assert reply.headers["x-audio-sample-rate"] == "24000"  # OpenAI's pcm rate
+    assert abs(len(reply.body) // 2 - round(3 * 2048 * 24000 / 44100)) <= 1
+    reply = speech(server, api, {"input": "Hello.", "response_format": "pcm", "sample_rate": 44100, **SMALL})
     assert reply.headers["x-audio-sample-rate"] == "44100"
     assert len(reply.body) == 3 * 2048 * 2
 

@@ -12,6 +12,7 @@ import soundfile as sf
 openai = pytest.importorskip("openai")
 
 SMALL = {"max_new_tokens": 3, "min_tokens_before_end": 3, "seed": 1}
+NATIVE = {**SMALL, "sample_rate": 44100}  # pcm at the model's rate (OpenAI's pcm is 24 kHz)
 FRAME = 2048  # samples per code frame at 44.1 kHz
 TAKE = 3 * FRAME
 
@@ -70,21 +71,30 @@ def test_every_format_decodes_to_the_take(server, api, fmt, container, rate):
 
 
 def test_pcm_is_raw_pcm16_of_the_take(server, api):
-    expected = reference_take(server, api)
-    reply = client(server).audio.speech.create(model="tts-1", voice="hope", input="Hello.", response_format="pcm",
-                                               extra_body=SMALL)
-    assert reply.response.headers["x-audio-sample-rate"] == "44100"
-    pcm = np.frombuffer(reply.content, dtype="<i2")
-    from s2studio.audio import float_to_pcm16
+    from s2studio.audio import float_to_pcm16, resample
 
-    np.testing.assert_array_equal(pcm, float_to_pcm16(expected))
+    expected = reference_take(server, api)
+    sdk = client(server)
+    reply = sdk.audio.speech.create(model="tts-1", voice="hope", input="Hello.", response_format="pcm",
+                                    extra_body=NATIVE)
+    assert reply.response.headers["x-audio-sample-rate"] == "44100"
+    np.testing.assert_array_equal(np.frombuffer(reply.content, dtype="<i2"), float_to_pcm16(expected))
+    # OpenAI's own pcm: 24 kHz, the take resampled (soxr, streamed in pieces: within a step or two)
+    reply = sdk.audio.speech.create(model="tts-1", voice="hope", input="Hello.", response_format="pcm",
+                                    extra_body=SMALL)
+    assert reply.response.headers["x-audio-sample-rate"] == "24000"
+    pcm24 = np.frombuffer(reply.content, dtype="<i2").astype(np.float32) / 32768
+    reference24 = resample(expected, 44100, 24000)
+    assert abs(len(pcm24) - len(reference24)) <= 1
+    n = min(len(pcm24), len(reference24))
+    assert np.abs(pcm24[:n] - reference24[:n]).max() < 0.01
 
 
 def test_streaming_response_arrives_in_pieces(server):
     sdk = client(server)
     with sdk.audio.speech.with_streaming_response.create(
             model="tts-1", voice="alloy", input="Hello.", response_format="pcm",
-            extra_body={**SMALL, "max_new_tokens": 8, "min_tokens_before_end": 8}) as response:
+            extra_body={**NATIVE, "max_new_tokens": 8, "min_tokens_before_end": 8}) as response:
         assert response.headers.get("transfer-encoding") == "chunked"
         pieces = [piece for piece in response.iter_bytes() if piece]
     assert sum(map(len, pieces)) == 8 * FRAME * 2
@@ -135,7 +145,7 @@ def test_speed_stretches_the_take(server, speed):
 def test_instructions_are_accepted_and_said_to_be_ignored(server):
     reply = client(server).audio.speech.create(model="gpt-4o-mini-tts", voice="coral", input="Hello.",
                                                instructions="Speak cheerfully.", response_format="pcm",
-                                               extra_body=SMALL)
+                                               extra_body=NATIVE)
     assert reply.response.headers["x-s2-ignored"] == "instructions"
     assert len(reply.content) == TAKE * 2
 
@@ -157,7 +167,7 @@ def test_wrong_api_key_is_the_sdks_authentication_error(start_server):
     with pytest.raises(openai.AuthenticationError):
         client(server, api_key="wrong").models.list()
     reply = client(server, api_key="s3cret").audio.speech.create(model="tts-1", voice="alloy", input="x",
-                                                                 response_format="pcm", extra_body=SMALL)
+                                                                 response_format="pcm", extra_body=NATIVE)
     assert len(reply.content) == TAKE * 2
 
 

@@ -177,3 +177,28 @@ def test_oversized_input_is_the_sdks_bad_request_error(start_server):
         client(server).audio.speech.create(model="tts-1", voice="alloy", input="a" * 51)
     assert "input is 51 characters long" in caught.value.message
     assert caught.value.body["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/audio/speech", {"input": "A long take.", "voice": "alloy", "response_format": "mp3"}),
+    ("/v1/tts", {"text": "A long take.", "reference_id": "hope", "format": "opus"})])
+def test_hanging_up_mid_stream_cancels_the_take(server, api, path, body):
+    """The compat routes' encoded streams cancel their job as /generate's do."""
+    import http.client
+    import json
+
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    conn.request("POST", path, body=json.dumps({**body, "max_new_tokens": 4000, "min_tokens_before_end": 4000}),
+                 headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    assert response.status == 200 and response.read1(4096)  # audio is flowing
+    conn.close()
+    assert api.wait_until(lambda: api.health(server)["queue"]["running"] == 0, timeout=10)
+
+
+def test_openais_voice_object(server):
+    plain = client(server).audio.speech.create(model="tts-1", voice="hope", input="Hi.", response_format="pcm",
+                                               extra_body=SMALL).content
+    as_object = client(server).audio.speech.create(model="tts-1", voice={"id": "hope"}, input="Hi.",
+                                                   response_format="pcm", extra_body=SMALL).content
+    assert plain == as_object

@@ -34,7 +34,8 @@ from s2studio.audio.wav_writing import float_to_pcm16, pcm16_wav_header
 FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
 MEDIA_TYPES = {"mp3": "audio/mpeg", "opus": "audio/ogg", "aac": "audio/aac", "flac": "audio/flac",
                "wav": "audio/wav", "pcm": "audio/L16"}
-OPUS_RATE = 48_000  # libopus accepts 8/12/16/24/48 kHz; 48 kHz is Ogg Opus' reference rate
+OPUS_RATE = 48_000  # Ogg Opus' reference rate
+OPUS_RATES = (8_000, 12_000, 16_000, 24_000, 48_000)  # the only ones libopus takes
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
 MIN_OUTPUT_RATE, MAX_OUTPUT_RATE = 8_000, 48_000
 MIN_GAIN_DB, MAX_GAIN_DB = -20.0, 20.0
@@ -79,12 +80,14 @@ class EncodeOptions:
         if self.sample_rate is not None and not MIN_OUTPUT_RATE <= self.sample_rate <= MAX_OUTPUT_RATE:
             raise EncoderError(f"sample_rate must be between {MIN_OUTPUT_RATE} and {MAX_OUTPUT_RATE} Hz, "
                                f"not {self.sample_rate}.")
+        if self.fmt == "opus" and self.sample_rate is not None and self.sample_rate not in OPUS_RATES:
+            raise EncoderError(f"Opus runs at {', '.join(map(str, OPUS_RATES))} Hz, not {self.sample_rate}.")
         if self.bitrate is not None and not 8_000 <= self.bitrate <= 320_000:
             raise EncoderError(f"The bitrate must be between 8 and 320 kbit/s, not {self.bitrate / 1000:g}.")
 
     def output_rate(self, source_rate: int) -> int:
         if self.fmt == "opus":
-            return self.sample_rate if self.sample_rate in (8_000, 12_000, 16_000, 24_000, 48_000) else OPUS_RATE
+            return self.sample_rate or OPUS_RATE
         return self.sample_rate or source_rate
 
 

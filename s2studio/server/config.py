@@ -70,5 +70,7 @@ class ServerConfig:
             raise ValueError("max_connections must be at least 1")
         if not (self.header_timeout_s > 0 and self.body_timeout_s > 0):
             raise ValueError("header_timeout_s and body_timeout_s must be positive")
+        if not 0 <= self.reference_cache_entries <= 1024:
+            raise ValueError("reference_cache_entries must be 0..1024")
         if self.api_key is not None and not self.api_key:
             raise ValueError("an empty API key would accept anyone; pass None for no key")

@@ -45,7 +45,8 @@ BODY_TYPES = {"/generate": "multipart/form-data", "/encode": "multipart/form-dat
               "/v1/references/delete": ("application/msgpack", "application/json")}
 CORS_ALLOW_METHODS = "GET, POST, DELETE"
 CORS_ALLOW_HEADERS = "Authorization, Content-Type"
-CORS_EXPOSE_HEADERS = "Content-Disposition, Retry-After, X-Audio-Sample-Rate, X-Audio-Channels, X-Audio-Encoding"
+CORS_EXPOSE_HEADERS = ("Content-Disposition, Retry-After, X-Audio-Sample-Rate, X-Audio-Channels, X-Audio-Encoding, "
+                       "X-S2-Ignored")
 CORS_MAX_AGE_S = 600
 
 

@@ -99,7 +99,8 @@ def test_sample_rate_and_gain():
 
 @pytest.mark.parametrize("options, words", [(dict(fmt="ogg"), "not supported"), (dict(speed=0.2), "speed"),
                                             (dict(speed=4.5), "speed"), (dict(sample_rate=96000), "sample_rate"),
-                                            (dict(gain_db=30), "volume"), (dict(fmt="mp3", bitrate=10**6), "bitrate")])
+                                            (dict(gain_db=30), "volume"), (dict(fmt="mp3", bitrate=10**6), "bitrate"),
+                                            (dict(fmt="opus", sample_rate=44100), "Opus runs at")])
 def test_out_of_range_options_are_refused(options, words):
     with pytest.raises(EncoderError, match=words):
         EncodeOptions(**options)

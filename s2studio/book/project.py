@@ -80,6 +80,7 @@ class BookProject:
             raise InputError(f"Book project {path}: cannot be read ({exc}).") from None
         manuscript = manuscript_from_json(data, path)
         state: dict = {}
+        fingerprint = None
         state_path = os.path.join(folder, STATE_FILE)
         if os.path.exists(state_path):
             try:
@@ -90,10 +91,13 @@ class BookProject:
             sentences = raw.get("sentences") if isinstance(raw, dict) else None
             if isinstance(sentences, dict):
                 state = {k: v for k, v in sentences.items() if _is_key(k) and isinstance(v, dict)}
+            fingerprint = raw.get("fingerprint") if isinstance(raw, dict) else None
         os.makedirs(os.path.join(folder, SENTENCE_FOLDER), exist_ok=True)
         remove_stale_temp_files(os.path.join(folder, SENTENCE_FOLDER))  # a killed render's half-written files
         remove_stale_temp_files(folder)
-        return cls(folder, manuscript, state)
+        project = cls(folder, manuscript, state)
+        project.fingerprint = fingerprint if isinstance(fingerprint, str) and len(fingerprint) < 10_000 else ""
+        return project
 
     @classmethod
     def from_book_file(cls, path, folder, *, seed: int | None = None, restart: bool = False) -> "BookProject":
@@ -136,7 +140,8 @@ class BookProject:
         from s2studio.audio.atomic_file import atomic_output
 
         with self._lock:
-            data = json.dumps({"version": FORMAT_VERSION, "sentences": self._state}, separators=(",", ":")).encode()
+            data = json.dumps({"version": FORMAT_VERSION, "fingerprint": self.fingerprint, "sentences": self._state},
+                              separators=(",", ":")).encode()
         with atomic_output(os.path.join(self.folder, STATE_FILE)) as fh:
             fh.write(data)
 
@@ -231,7 +236,9 @@ class BookProject:
         return removed
 
     # ---- progress -------------------------------------------------------------------------------
-    fingerprint: str = ""  # the engine/settings part of the keys (set by the renderer)
+    # The engine/settings part of the sentence keys: set by the renderer, kept in the render
+    # state, so listening and exporting after a restart find the audio without an engine.
+    fingerprint: str = ""
 
     def chapter_progress(self, chapter: int) -> tuple[int, int]:
         """(rendered, total) sentences of a chapter."""

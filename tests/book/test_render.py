@@ -69,7 +69,11 @@ def test_a_second_run_renders_only_what_changed(tmp_path, tiny_pipeline):
     job = renderer.regenerate(SentenceRef(0, 1, 0), seed=123)
     assert [j.key for j in renderer.plan()] == [job.key]
     assert renderer.run().rendered == 1
-    assert BookProject.open(project.folder).manuscript.sentence(SentenceRef(0, 1, 0)).seed == 123
+    reopened = BookProject.open(project.folder)
+    assert reopened.manuscript.sentence(SentenceRef(0, 1, 0)).seed == 123
+    # Without a renderer (listening or exporting after a restart): the keys of the last render.
+    assert reopened.fingerprint == project.fingerprint != ""
+    assert [reopened.status(j.key) for j in reopened.manuscript.jobs(None, reopened.fingerprint)] == ["rendered"] * 6
 
 
 def test_the_chapter_asked_for_renders_first(tmp_path, tiny_pipeline):

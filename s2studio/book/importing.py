@@ -184,7 +184,7 @@ def _md_body(lines: list[str]) -> str:
 def _md_inline(text: str) -> str:
     text = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", text)  # images
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links: their text
-    text = re.sub(r"<[^>]+>", "", text)  # inline HTML
+    text = re.sub(r"<(?!\|speaker:\d{1,3}\|>)[^>]+>", "", text)  # inline HTML; a <|speaker:N|> turn stays
     text = re.sub(r"(\*\*|__|\*|`)(?=\S)(.+?)(?<=\S)\1", r"\2", text)  # emphasis, code
     text = re.sub(r"(?<!\w)_(?=\S)(.+?)(?<=\S)_(?!\w)", r"\1", text)
     return text

@@ -50,6 +50,19 @@ def test_markdown_markup_is_not_read_aloud(tmp_path):
     assert book.chapters[1].paragraphs == ["quoted text"]
 
 
+def test_speaker_turns_survive_the_markdown_import(tmp_path):
+    """<|speaker:N|> looks like inline HTML but is a turn of the cast: kept, and split into turns."""
+    from s2studio.book import Manuscript
+
+    path = tmp_path / "turns.md"
+    path.write_text("# T\n\n## One\n\n<|speaker:1|>Is anyone <b>there</b>? <|speaker:0|>Only the sea.\n",
+                    encoding="utf-8")
+    book = import_book(path)
+    assert book.chapters[0].paragraphs[-1] == "<|speaker:1|>Is anyone there? <|speaker:0|>Only the sea."
+    sentences = [(s.speaker, s.text) for p in Manuscript.from_import(book).chapters[0].paragraphs for s in p.sentences]
+    assert sentences[-2:] == [(1, "Is anyone there?"), (0, "Only the sea.")]
+
+
 def test_text_chapters_come_from_chapter_lines(tmp_path):
     path = tmp_path / "novel.txt"
     path.write_text("The Novel\nby Someone\n\nCHAPTER I\n\nIt began.\n\n7\n\nChapter 2: The Sea\n\nWaves.\r\n"

@@ -182,7 +182,10 @@ class RemoteEngine:
         return segments_of(request)
 
     # ---- synthesis ------------------------------------------------------------------------
-    def synthesize(self, request: SynthesisRequest) -> SynthesisJob:
+    def synthesize(self, request: SynthesisRequest, *, batched: bool = False) -> SynthesisJob:
+        """``batched`` is accepted for the engine interface and changes nothing: every job is its
+        own connection, so jobs started from several threads are in flight together, and the
+        servers decode concurrent requests in one batch."""
         check_request(request)  # the checks a local take gets, before any request goes out
         if request.reference_codes is not None:
             raise InputError("A server cannot take reference codes directly; send the reference audio or a saved "

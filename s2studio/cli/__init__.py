@@ -33,6 +33,7 @@ SUBCOMMAND_MODULES = [
     "s2studio.cli.voices_cmd",
     "s2studio.cli.trace",
     "s2studio.cli.serve",
+    "s2studio.cli.cluster",
 ]
 
 

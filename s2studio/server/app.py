@@ -73,9 +73,11 @@ def postprocess_for(spec: GenerateSpec, output: AudioOutput) -> PostProcess:
 class Server:
     """The state behind the routes: the pipeline, its queue and the configuration."""
 
-    def __init__(self, pipeline: Pipeline, config: ServerConfig):
+    def __init__(self, pipeline: Pipeline, config: ServerConfig, health_extra=None):
         self.pipeline = pipeline
         self.config = config
+        # An async callable whose dict is added to /health (a cluster replica's view of its peers).
+        self.health_extra = health_extra
         self.queue = JobQueue(config.queue_depth, threads=pipeline.settings.threads, workers=config.max_batch)
         settings = pipeline.settings
         self.redact = PathRedactor(
@@ -155,7 +157,7 @@ class Server:
 
     async def health(self, request: Request):
         info = self.pipeline.model_info(load=False)
-        return JSONResponse({
+        report = {
             "status": "ok" if info.loaded else "loading",
             "version": __version__,
             "model_loaded": info.loaded,
@@ -165,7 +167,10 @@ class Server:
             "codec_device": info.codec_device,
             "sample_rate": info.sample_rate,
             "queue": {"running": self.queue.running, "waiting": self.queue.waiting, "depth": self.queue.depth},
-        })
+        }
+        if self.health_extra is not None:
+            report.update(await self.health_extra())
+        return JSONResponse(report)
 
     async def openapi(self, request: Request):
         return JSONResponse(openapi_document(self.config, self.limits))
@@ -274,10 +279,11 @@ def _queue_full(retry_after_s: int):
     return handler
 
 
-def create_app(pipeline: Pipeline, config: ServerConfig) -> Starlette:
+def create_app(pipeline: Pipeline, config: ServerConfig, health_extra=None) -> Starlette:
     """The ASGI app. Its lifespan loads the model (if not loaded) before the first request and
-    starts/stops the synthesis worker."""
-    server = Server(pipeline, config)
+    starts/stops the synthesis worker. ``health_extra``: an async callable returning a dict that
+    ``/health`` adds to its answer (``s2studio.cluster`` reports the replicas with it)."""
+    server = Server(pipeline, config, health_extra)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):

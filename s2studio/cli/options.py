@@ -13,9 +13,27 @@ from s2studio.engine.modes import CodecMode, CudaGraphs, TokenizerMode, WeightDt
 CUDA_GRAPH_MODES = tuple(CudaGraphs.choices())
 
 
+MODEL_HELP = ("S2 Pro GGUF file, or an installed variant such as q8_0 (default: the default model of "
+              "`s2studio models`, else the only one installed)")
+
+
+def add_model_option(p: argparse.ArgumentParser, helptext: str = MODEL_HELP) -> None:
+    """``-m/--model``: a file or a variant name; unset means "the default" (:func:`model_path`)."""
+    p.add_argument("-m", "--model", default=None, help=helptext)
+
+
+def model_path(args: argparse.Namespace) -> str:
+    """The model file the command loads (``s2studio/models/store.py`` says in which order it is
+    looked for). Stored back into ``args.model``, so what a command prints names the file."""
+    from s2studio.models.store import resolve_model
+
+    args.model = resolve_model(args.model)
+    return args.model
+
+
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     """Model, tokenizer and device flags shared by commands that load the Dual-AR."""
-    p.add_argument("-m", "--model", default="model.gguf", help="S2 Pro GGUF file (default: model.gguf)")
+    add_model_option(p)
     p.add_argument("-t", "--tokenizer", default=None,
                    help="tokenizer.json (default: beside the model, its parent folder, or ./)")
     p.add_argument("--tokenizer-mode", choices=TokenizerMode.choices(), default=TokenizerMode.HF.value,
@@ -62,7 +80,7 @@ def engine_settings(args: argparse.Namespace):
         device = f"cuda:{args.cuda}"
     if args.metal:
         device = "mps"
-    return EngineSettings(model_path=args.model, tokenizer_path=args.tokenizer, tokenizer_mode=args.tokenizer_mode,
+    return EngineSettings(model_path=model_path(args), tokenizer_path=args.tokenizer, tokenizer_mode=args.tokenizer_mode,
                           device=device, gpu_layers=args.gpu_layers, dtype=args.dtype, threads=args.threads,
                           codec_mode=args.codec_mode, cuda_graphs=args.cuda_graphs)
 

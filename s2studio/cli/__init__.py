@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except S2Error as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print("error: " + " ".join(str(exc).split()), file=sys.stderr)  # one line, whatever the message
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -68,15 +68,19 @@ OFFLINE_MESSAGE = ("Could not reach huggingface.co: this computer seems to be of
 
 def _explain(err: BaseException) -> str:
     name = type(err).__name__
+    detail = " ".join(str(err).split())  # the Hub's messages span lines; ours are one sentence
     if name == "OfflineModeIsEnabled":
         return "Downloads are switched off (HF_HUB_OFFLINE is set). Choose files that are already on this computer."
     if name in ("RepositoryNotFoundError", "EntryNotFoundError", "RemoteEntryNotFoundError", "RevisionNotFoundError"):
-        return f"The file is not on Hugging Face where expected ({err}). Download it by hand and choose it (in the app: below; on the command line: -m FILE)."
+        return f"The file is not on Hugging Face where expected ({detail}). Download it by hand and choose it (in the app: below; on the command line: -m FILE)."
     if name == "GatedRepoError":
         return "This Hugging Face repository needs you to log in and accept its licence first."
+    if name in ("RemoteProtocolError", "ReadError") or "peer closed" in str(err):
+        return ("The connection to huggingface.co broke off during the download; start it again to continue "
+                "where it stopped.")
     if isinstance(err, OSError) or "Connect" in name or "Timeout" in name or "Network" in name or "Proxy" in name:
         return OFFLINE_MESSAGE
-    return f"The download failed: {err}"
+    return f"The download failed: {detail}"
 
 
 class HuggingFaceClient:
@@ -178,7 +182,8 @@ def download_file(client: HubClient, repo: str, filename: str, folder: Path, *, 
     except (DownloadCancelled, DownloadError):
         raise
     except Exception as err:  # network/library errors of any kind become one sentence
-        log.warning("download of %s/%s failed: %r", repo, filename, err)
+        # info, not warning: the caller shows the sentence; the log (the app's file) keeps the cause
+        log.info("download of %s/%s failed: %r", repo, filename, err)
         raise DownloadError(_explain(err)) from err
 
 

@@ -76,3 +76,45 @@ def progress_bar(total: float | None, *, description: str = "", unit: str = "it"
                 disable=not (enabled and sys.stderr.isatty()), dynamic_ncols=True, unit_scale=scale_bytes,
                 unit_divisor=1024 if scale_bytes else 1000, mininterval=0.2,
                 bar_format=None if total else "{desc} {n_fmt} {unit} [{elapsed}]")
+
+
+FRAMES_PER_SECOND = 44100 / 2048  # the S2 codec: one frame of 10 codes per 2048 samples
+CHARS_PER_SECOND = 15.0  # a rough speaking rate, as the app's estimate (app/widgets/script_editor.py)
+
+
+class TakeProgress:
+    """A take's progress bar: percent of the frames expected, elapsed, time left.
+
+    A segment's length is known only when the model ends it, so it is estimated from its text
+    (``CHARS_PER_SECOND``, capped at the frame budget); each finished segment replaces its estimate
+    with what it really took, and the rest are scaled by the same ratio. The bar is in frames;
+    ``tqdm`` derives the time left from the measured rate."""
+
+    def __init__(self, segment_texts: list[str], max_frames: int, *, enabled: bool = True):
+        self.max_frames = max(1, max_frames)
+        self.expected = [self._guess(t) for t in segment_texts] or [float(self.max_frames)]
+        self.taken: dict[int, int] = {}  # finished segment -> frames
+        self.current, self.current_frames = 0, 0
+        self.bar = progress_bar(round(sum(self.expected)), description="speaking", unit="frame", enabled=enabled)
+
+    def _guess(self, text: str) -> float:
+        return float(min(self.max_frames, max(4.0, len(text.strip()) / CHARS_PER_SECOND * FRAMES_PER_SECOND)))
+
+    def update(self, chunk) -> None:
+        if chunk.segment != self.current:
+            self.taken[self.current] = self.current_frames
+            self.current, self.current_frames = chunk.segment, 0
+        self.current_frames += chunk.frame_count
+        if self.bar.disable:
+            return
+        done = [(self.taken[i], self.expected[i]) for i in self.taken if i < len(self.expected)]
+        scale = sum(f for f, _ in done) / max(1.0, sum(e for _, e in done)) if done else 1.0
+        later = sum(min(self.max_frames, e * scale) for e in self.expected[self.current + 1:])
+        now = max(self.current_frames + 1, min(self.max_frames, self.expected[min(self.current,
+                                                                                   len(self.expected) - 1)] * scale))
+        self.bar.total = round(sum(self.taken.values()) + now + later)
+        self.bar.set_description_str(f"segment {chunk.segment + 1}/{chunk.segment_count}")
+        self.bar.update(chunk.frame_count)
+
+    def close(self) -> None:
+        self.bar.close()

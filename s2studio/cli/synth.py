@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 
+from s2studio.cli.console import TakeProgress
 from s2studio.cli.options import add_engine_options, add_sampling_options, engine_settings, generation_params
 from s2studio.cli.voices_cmd import print_voices
 from s2studio.engine.limits import argparse_type
@@ -28,26 +29,6 @@ def speaker_voice_arg(text: str) -> tuple[int, str]:
     if not sep or not number.strip().isdigit() or not voice.strip() or int(number) > 999:
         raise argparse.ArgumentTypeError(f"{text!r}: give SPEAKER=VOICE, e.g. 0=alice (speaker 0 to 999)")
     return int(number), voice.strip()
-
-
-class ProgressLine:
-    """A one-line progress display on stderr, only when stderr is a terminal."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled and sys.stderr.isatty()
-        self.frames = 0
-
-    def update(self, chunk) -> None:
-        if not self.enabled:
-            return
-        self.frames += chunk.frame_count
-        seconds = self.frames * 2048 / chunk.sample_rate
-        print(f"\rsegment {chunk.segment + 1}/{chunk.segment_count}  {self.frames} frames  {seconds:5.1f} s of audio",
-              end="", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.enabled:
-            print(file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,8 +92,9 @@ def run(args: argparse.Namespace) -> int:
         # per-call work); 16 is also s2.cpp's stream stride.
         stream_stride=args.stream_decode_stride or 16,
         speaker_voices=dict(args.speaker_voice) or None)
+    progress = TakeProgress([seg.text for seg in pipeline.segments_of(request)] if sys.stderr.isatty() else [],
+                            args.max_tokens, enabled=not args.no_progress)
     job = pipeline.synthesize(request)
-    progress = ProgressLine(not args.no_progress)
     try:
         if args.stream_file:
             # PCM16 written as it is decoded, no post-processing (as s2.cpp's --stream-file).

@@ -109,8 +109,9 @@ def test_out_of_range_flags_are_usage_errors(tmp_path, flag, value, fragment):
     out = tmp_path / "out.wav"
     r = synth("-m", str(TTS / "model.gguf"), flag, value, "-o", str(out))
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    last = r.stderr.strip().splitlines()[-1]
-    assert flag in last and fragment in last, last
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr  # one line, no usage block
+    assert flag in lines[0] and fragment in lines[0] and "s2studio synth --help" in lines[0], lines[0]
     assert not out.exists()
 
 

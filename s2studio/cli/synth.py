@@ -40,12 +40,14 @@ def run(args: argparse.Namespace) -> int:
     from s2studio.engine.pipeline import Pipeline, PostProcess, Segmentation, SynthesisRequest
 
     log = logging.getLogger("s2studio.synth")
-    settings = engine_settings(args)
     voices = voice_library(args)
     if args.list_voices and args.server:
         return print_server_voices(remote_engine(args, voices))
     if args.list_voices:
         return print_voices(voices)
+    # The model file is looked up (-m, the default, the only one installed) only where it is used:
+    # --list-voices and --server need none.
+    settings = None if args.server else engine_settings(args)
     check_synth_outputs(args)  # before the model loads: a bad -o must not cost a whole take
     if args.codec_context_frames is not None:
         log.warning("--codec-context-frames is accepted for compatibility and has no effect: the incremental "

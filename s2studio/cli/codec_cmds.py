@@ -57,6 +57,10 @@ def run_encode(args: argparse.Namespace) -> int:
 def _load_codes(path: str, num_codebooks: int) -> np.ndarray:
     if not os.path.isfile(path):
         raise InputError(f"Codes file {path}: does not exist.")
+    with open(path, "rb") as f:
+        if f.read(6) != b"\x93NUMPY":  # np.load would speak of pickled data
+            raise InputError(f"Codes file {path}: is not a .npy file (s2studio encode and synth --codes-out "
+                             "write them).")
     try:
         codes = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:

@@ -110,3 +110,17 @@ def generation_params(args: argparse.Namespace):
     return GenerationParams(max_new_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
                             top_k=args.top_k, min_tokens_before_end=max(args.min_tokens_before_end, 0),
                             ras=not args.no_ras, seed=args.seed)
+
+
+def read_reference_clip_noting(path: str):
+    """The reference clip; one longer than 60 s is trimmed to its first 60 s (as the app does),
+    with a note on stderr."""
+    import sys
+
+    from s2studio.audio import DEFAULT_MAX_REFERENCE_SECONDS, read_reference_clip
+
+    samples, seconds = read_reference_clip(path)
+    if seconds > DEFAULT_MAX_REFERENCE_SECONDS:
+        print(f"note: {path} is {seconds:.1f} s long; using its first {DEFAULT_MAX_REFERENCE_SECONDS:g} s as the "
+              "reference (as the app does); the transcript should be of those seconds", file=sys.stderr)
+    return samples

@@ -12,7 +12,13 @@ import sys
 import numpy as np
 
 from s2studio.cli.console import TakeProgress
-from s2studio.cli.options import add_engine_options, add_sampling_options, engine_settings, generation_params
+from s2studio.cli.options import (
+    add_engine_options,
+    add_sampling_options,
+    engine_settings,
+    generation_params,
+    read_reference_clip_noting,
+)
 from s2studio.cli.voices_cmd import print_voices
 from s2studio.engine.limits import argparse_type
 
@@ -34,7 +40,7 @@ def speaker_voice_arg(text: str) -> tuple[int, str]:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from s2studio.audio import StreamingWavWriter, read_audio, write_audio_file
+    from s2studio.audio import StreamingWavWriter, write_audio_file
     from s2studio.cli.outputs import save_npy_atomic, writing
     from s2studio.errors import InputError
     from s2studio.engine.pipeline import Pipeline, PostProcess, Segmentation, SynthesisRequest
@@ -62,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if args.prompt_audio:
         if not (args.prompt_text or "").strip():
             raise InputError("--prompt-audio needs --prompt-text, the transcript of the reference audio.")
-        reference = read_audio(args.prompt_audio)
+        reference = read_reference_clip_noting(args.prompt_audio)
         if args.voice and not args.save_voice:
             log.warning("both --voice and --prompt-audio given: using the audio (as s2.cpp)")
     elif args.voice and args.prompt_text:

@@ -175,6 +175,7 @@ def test_cuda_graphs_reaches_the_engine_settings(command):
 
     assert CUDA_GRAPH_MODES == MODES  # the parser's choices are the engine's modes
     parser = build_parser()
+    command = [*command, "-m", str(TTS / "model.gguf")]  # a file: no lookup in the user's models folder
     assert engine_settings(parser.parse_args(command)).cuda_graphs == "auto"
     assert engine_settings(parser.parse_args([*command, "--cuda-graphs", "eager"])).cuda_graphs == "eager"
 

@@ -74,8 +74,7 @@ def progress_bar(total: float | None, *, description: str = "", unit: str = "it"
 
     return tqdm(total=total, initial=initial, desc=description, unit=unit, file=sys.stderr, leave=False,
                 disable=not (enabled and sys.stderr.isatty()), dynamic_ncols=True, unit_scale=scale_bytes,
-                unit_divisor=1024 if scale_bytes else 1000, mininterval=0.2,
-                bar_format=None if total else "{desc} {n_fmt} {unit} [{elapsed}]")
+                unit_divisor=1024 if scale_bytes else 1000, mininterval=0.2)
 
 
 FRAMES_PER_SECOND = 44100 / 2048  # the S2 codec: one frame of 10 codes per 2048 samples

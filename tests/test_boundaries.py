@@ -24,6 +24,11 @@ FORBIDDEN = {
     "errors.py": ("s2studio.app", "s2studio.cli", "s2studio.server", "s2studio.engine", "s2studio.audio",
                   "PySide6", "torch"),
     "cli": ("PySide6",),
+    # The model files (catalogue, download, the folder and default shared with the app) and the
+    # user folders: the CLI's `s2studio models` and the app's first-run page use them; no Qt, no torch.
+    "models": ("s2studio.app", "s2studio.cli", "s2studio.server", "s2studio.engine", "PySide6", "torch"),
+    "user_folders.py": ("s2studio.app", "s2studio.cli", "s2studio.server", "s2studio.engine", "s2studio.audio",
+                        "PySide6", "torch"),
     "server": ("s2studio.app", "PySide6"),
     # Ray Serve around the server's app: never the app, the CLI or Qt.
     "cluster": ("s2studio.app", "s2studio.cli", "PySide6"),
@@ -138,6 +143,7 @@ def test_engine_audio_and_cli_import_without_qt():
         "import sys; sys.modules['PySide6'] = None; sys.modules['sounddevice'] = None\n"
         "import s2studio.engine.model.loader, s2studio.engine.model.generate, s2studio.engine.codec, s2studio.audio\n"
         "import s2studio.cli; s2studio.cli.build_parser()\n"
+        "import s2studio.models.store, s2studio.models.download\n"
         "import s2studio.remote\n"
         "assert 'PySide6' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
     )

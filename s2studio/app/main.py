@@ -36,6 +36,30 @@ def tune_for_responsiveness() -> None:
     sys.setswitchinterval(0.002)
 
 
+def quit_on_terminal_signals(window):
+    """Ctrl+C (SIGINT) and SIGTERM close the window cleanly. Python runs signal handlers only
+    between bytecodes, and Qt's event loop is C++: a timer gives the interpreter a moment every
+    200 ms, so the handler runs while the app is idle. Returns the timer (keep it alive)."""
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    def handler(signum, frame):
+        log.info("signal %s: closing the window", signum)
+        window.quit_from_terminal()
+
+    for name in ("SIGINT", "SIGTERM"):
+        try:
+            signal.signal(getattr(signal, name), handler)
+        except (AttributeError, ValueError, OSError):  # not the main thread, or not on this platform
+            pass
+    timer = QTimer()
+    timer.setInterval(200)
+    timer.timeout.connect(lambda: None)
+    timer.start()
+    return timer
+
+
 def run_app(argv: list[str] | None = None) -> int:
     import multiprocessing
 
@@ -68,6 +92,7 @@ def run_app(argv: list[str] | None = None) -> int:
     app.main_window = window
     _install_excepthook()
     window.show()
+    app.signal_timer = quit_on_terminal_signals(window)
     # After show(): the query imports torch (seconds) on the worker's thread, so the window is
     # already up; the Settings dialog then lists the GPUs before any model is loaded.
     window.detect_devices()

@@ -788,8 +788,15 @@ class MainWindow(QMainWindow):
                                       QMessageBox.StandardButton.No)
         return answer == QMessageBox.StandardButton.Yes
 
+    def quit_from_terminal(self) -> None:
+        """Ctrl+C (or SIGTERM) in the terminal that started the app: close as the window's close
+        button does (the project autosaved, the settings saved), without asking about a take
+        in progress: the person asked to stop from the terminal."""
+        self._asked_by_terminal = True
+        self.close()
+
     def closeEvent(self, event) -> None:
-        if self.generating and not self.confirm_quit():
+        if self.generating and not getattr(self, "_asked_by_terminal", False) and not self.confirm_quit():
             event.ignore()
             return
         window_state.remember(self, self.settings)

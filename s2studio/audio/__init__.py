@@ -18,6 +18,7 @@ from s2studio.audio.reading import (
     decode_audio_bytes,
     downmix_to_mono,
     read_audio,
+    read_reference_clip,
 )
 from s2studio.audio.resample import resample, resample_linear
 from s2studio.audio.streaming import StreamingWavWriter
@@ -61,6 +62,7 @@ __all__ = [
     "pcm16_wav_header",
     "peak_normalize",
     "read_audio",
+    "read_reference_clip",
     "resample",
     "resample_linear",
     "supported_output_extensions",

@@ -185,3 +185,18 @@ def decode_audio_bytes(
         raise AudioInputError(name, "contains no data (0 bytes).")
     mono, rate = _decode(io.BytesIO(data), name, max_seconds if check_reference else None)
     return _finish(mono, rate, name, target_sr, max_seconds, resampler, check_reference)
+
+
+# A clip longer than a reference may be is trimmed to its first DEFAULT_MAX_REFERENCE_SECONDS,
+# as the app opens it; longer than this, it is refused (a whole audiobook is not a voice sample).
+MAX_TRIM_SOURCE_SECONDS = 15 * 60
+
+
+def read_reference_clip(path: str | os.PathLike[str], target_sr: int = CODEC_SAMPLE_RATE) -> tuple[np.ndarray, float]:
+    """A reference recording for cloning: ``(samples, seconds in the file)``. A file longer than
+    :data:`DEFAULT_MAX_REFERENCE_SECONDS` (and at most :data:`MAX_TRIM_SOURCE_SECONDS`) gives its
+    first 60 s, as the app's trim view selects; the caller tells the user it was trimmed."""
+    samples = read_audio(path, target_sr, max_seconds=MAX_TRIM_SOURCE_SECONDS)
+    seconds = len(samples) / target_sr
+    keep = int(DEFAULT_MAX_REFERENCE_SECONDS * target_sr)
+    return (samples[:keep].copy() if len(samples) > keep else samples), seconds

@@ -4,7 +4,12 @@ Each subcommand lives in its own module with a ``register(subparsers)`` function
 its parser and sets ``handler``. The handler returns an exit code. ``S2Error``s become one
 line on stderr and exit code 2; other exceptions are bugs and keep their traceback.
 
-Shared options (``--log-level`` for every command, ``--voice-dir`` for synth, voices and serve)
+Argument errors are one line and exit code 2, logging is quiet unless ``--verbose`` /
+``--log-level`` asks for more, and progress bars never share a line with a log line: all of it in
+``cli/console.py``, which a new subcommand inherits by registering through ``subparsers.add_parser``
+and calling ``add_log_level(parser)``.
+
+Shared options (``--log-level``/``--verbose`` for every command, ``--voice-dir`` for synth, voices and serve)
 are accepted before and after the subcommand: ``s2studio --log-level debug synth`` and
 ``s2studio synth --log-level debug``, ``s2studio --voice-dir X voices add``, ``voices
 --voice-dir X add`` and ``voices add --voice-dir X``. The top-level parser holds the default;
@@ -19,11 +24,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
+import os
 import signal
 import sys
 
 from s2studio import __version__
+from s2studio.cli.console import LOG_LEVELS, OneLineErrorParser, add_log_level, setup_logging  # noqa: F401
 
 # Modules providing subcommands, in the order they appear in --help.
 SUBCOMMAND_MODULES = [
@@ -34,11 +40,15 @@ SUBCOMMAND_MODULES = [
     "s2studio.cli.trace",
     "s2studio.cli.serve",
     "s2studio.cli.cluster",
+    "s2studio.cli.models_cmd",
 ]
+
+NO_DISPLAY_MESSAGE = ("error: no display found: run on a desktop, or use `s2studio synth` / `serve`; for a virtual "
+                      "screen set QT_QPA_PLATFORM=offscreen")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="s2studio",
         description="Voice-cloning studio for Fish Audio S2 Pro. Without a command, opens the app.",
     )
@@ -61,27 +71,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
-LOG_LEVELS = ["debug", "info", "warn", "error"]
-
-
-def add_log_level(parser: argparse.ArgumentParser, *, outermost: bool = False) -> None:
-    """``--log-level``; only the top-level parser carries the default (see the module docstring)."""
-    parser.add_argument("--log-level", default="info" if outermost else argparse.SUPPRESS, choices=LOG_LEVELS,
-                        help="logging verbosity (default: info)")
-
-
 def add_voice_dir(parser: argparse.ArgumentParser, *, outermost: bool = False, helptext: str | None = None) -> None:
     """``--voice-dir``: only the top-level parser carries the default (see the module docstring)."""
     parser.add_argument("--voice-dir", default=None if outermost else argparse.SUPPRESS,
                         help=helptext or "voice library folder (default: the app's voice folder)")
+
+
+def no_display() -> bool:
+    """True where Qt would find no screen and abort: Linux/BSD without X11 or Wayland, and no
+    QT_QPA_PLATFORM chosen (offscreen, vnc, eglfs... are the user's business). Windows and macOS
+    always have their own platform plugin."""
+    if sys.platform.startswith(("win", "darwin")):
+        return False
+    return not any(os.environ.get(v) for v in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"))
 
 
 def _terminate_like_interrupt(signum, frame) -> None:
@@ -122,15 +124,18 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_self_test(run_app)
     if args.command is None:
+        if no_display():  # before Qt, which would abort (exit 134) with a misleading hint
+            print(NO_DISPLAY_MESSAGE, file=sys.stderr)
+            return 2
         from s2studio.app import run_app  # imported lazily: the CLI must not need Qt
 
         return run_app()
-    setup_logging(getattr(args, "log_level", "info").replace("warn", "warning"))
+    setup_logging(getattr(args, "log_level", "warn"))
     previous_handlers = _install_termination_handlers()
     try:
         return int(args.handler(args) or 0)
     except S2Error as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print("error: " + " ".join(str(exc).split()), file=sys.stderr)  # one line, whatever the message
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from s2studio.cli.options import model_path
 from s2studio.cli.outputs import save_npy_atomic, writing
 from s2studio.errors import InputError
 
@@ -26,7 +27,7 @@ def _load_codec(args: argparse.Namespace):
     set_threads(args.threads)
     device = normalize_device(args.device)
     check_device_available(device)  # as synth and serve: never fall back to the CPU silently
-    codec, placement = load_placed_codec(args.model, device, args.codec_mode,
+    codec, placement = load_placed_codec(model_path(args), device, args.codec_mode,
                                          emulate_ggml=getattr(args, "emulate_ggml", False))
     log.debug("codec device: %s (%s)", placement.device, placement.reason)
     return codec
@@ -56,6 +57,10 @@ def run_encode(args: argparse.Namespace) -> int:
 def _load_codes(path: str, num_codebooks: int) -> np.ndarray:
     if not os.path.isfile(path):
         raise InputError(f"Codes file {path}: does not exist.")
+    with open(path, "rb") as f:
+        if f.read(6) != b"\x93NUMPY":  # np.load would speak of pickled data
+            raise InputError(f"Codes file {path}: is not a .npy file (s2studio encode and synth --codes-out "
+                             "write them).")
     try:
         codes = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
@@ -87,9 +92,9 @@ def run_decode(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     from s2studio.cli import add_log_level
-    from s2studio.cli.options import add_codec_mode_options
+    from s2studio.cli.options import MODEL_HELP, add_codec_mode_options, add_model_option
 
-    p.add_argument("-m", "--model", required=True, help="GGUF model file (the codec is its c.* tensors)")
+    add_model_option(p, MODEL_HELP + "; the codec is its c.* tensors")
     p.add_argument("-o", "--output", required=True, help="output file")
     p.add_argument("--device", default="cpu", help="engine device: cpu, cuda, cuda:N or mps (default cpu)")
     add_codec_mode_options(p)

@@ -13,9 +13,27 @@ from s2studio.engine.modes import CodecMode, CudaGraphs, TokenizerMode, WeightDt
 CUDA_GRAPH_MODES = tuple(CudaGraphs.choices())
 
 
+MODEL_HELP = ("S2 Pro GGUF file, or an installed variant such as q8_0 (default: the default model of "
+              "`s2studio models`, else the only one installed)")
+
+
+def add_model_option(p: argparse.ArgumentParser, helptext: str = MODEL_HELP) -> None:
+    """``-m/--model``: a file or a variant name; unset means "the default" (:func:`model_path`)."""
+    p.add_argument("-m", "--model", default=None, help=helptext)
+
+
+def model_path(args: argparse.Namespace) -> str:
+    """The model file the command loads (``s2studio/models/store.py`` says in which order it is
+    looked for). Stored back into ``args.model``, so what a command prints names the file."""
+    from s2studio.models.store import resolve_model
+
+    args.model = resolve_model(args.model)
+    return args.model
+
+
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     """Model, tokenizer and device flags shared by commands that load the Dual-AR."""
-    p.add_argument("-m", "--model", default="model.gguf", help="S2 Pro GGUF file (default: model.gguf)")
+    add_model_option(p)
     p.add_argument("-t", "--tokenizer", default=None,
                    help="tokenizer.json (default: beside the model, its parent folder, or ./)")
     p.add_argument("--tokenizer-mode", choices=TokenizerMode.choices(), default=TokenizerMode.HF.value,
@@ -62,7 +80,7 @@ def engine_settings(args: argparse.Namespace):
         device = f"cuda:{args.cuda}"
     if args.metal:
         device = "mps"
-    return EngineSettings(model_path=args.model, tokenizer_path=args.tokenizer, tokenizer_mode=args.tokenizer_mode,
+    return EngineSettings(model_path=model_path(args), tokenizer_path=args.tokenizer, tokenizer_mode=args.tokenizer_mode,
                           device=device, gpu_layers=args.gpu_layers, dtype=args.dtype, threads=args.threads,
                           codec_mode=args.codec_mode, cuda_graphs=args.cuda_graphs)
 
@@ -92,3 +110,17 @@ def generation_params(args: argparse.Namespace):
     return GenerationParams(max_new_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
                             top_k=args.top_k, min_tokens_before_end=max(args.min_tokens_before_end, 0),
                             ras=not args.no_ras, seed=args.seed)
+
+
+def read_reference_clip_noting(path: str):
+    """The reference clip; one longer than 60 s is trimmed to its first 60 s (as the app does),
+    with a note on stderr."""
+    import sys
+
+    from s2studio.audio import DEFAULT_MAX_REFERENCE_SECONDS, read_reference_clip
+
+    samples, seconds = read_reference_clip(path)
+    if seconds > DEFAULT_MAX_REFERENCE_SECONDS:
+        print(f"note: {path} is {seconds:.1f} s long; using its first {DEFAULT_MAX_REFERENCE_SECONDS:g} s as the "
+              "reference (as the app does); the transcript should be of those seconds", file=sys.stderr)
+    return samples

@@ -11,7 +11,14 @@ import sys
 
 import numpy as np
 
-from s2studio.cli.options import add_engine_options, add_sampling_options, engine_settings, generation_params
+from s2studio.cli.console import TakeProgress
+from s2studio.cli.options import (
+    add_engine_options,
+    add_sampling_options,
+    engine_settings,
+    generation_params,
+    read_reference_clip_noting,
+)
 from s2studio.cli.voices_cmd import print_voices
 from s2studio.engine.limits import argparse_type
 
@@ -30,41 +37,23 @@ def speaker_voice_arg(text: str) -> tuple[int, str]:
     return int(number), voice.strip()
 
 
-class ProgressLine:
-    """A one-line progress display on stderr, only when stderr is a terminal."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled and sys.stderr.isatty()
-        self.frames = 0
-
-    def update(self, chunk) -> None:
-        if not self.enabled:
-            return
-        self.frames += chunk.frame_count
-        seconds = self.frames * 2048 / chunk.sample_rate
-        print(f"\rsegment {chunk.segment + 1}/{chunk.segment_count}  {self.frames} frames  {seconds:5.1f} s of audio",
-              end="", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.enabled:
-            print(file=sys.stderr)
-
-
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from s2studio.audio import StreamingWavWriter, read_audio, write_audio_file
+    from s2studio.audio import StreamingWavWriter, write_audio_file
     from s2studio.cli.outputs import save_npy_atomic, writing
     from s2studio.errors import InputError
     from s2studio.engine.pipeline import Pipeline, PostProcess, Segmentation, SynthesisRequest
 
     log = logging.getLogger("s2studio.synth")
-    settings = engine_settings(args)
     voices = voice_library(args)
     if args.list_voices and args.server:
         return print_server_voices(remote_engine(args, voices))
     if args.list_voices:
         return print_voices(voices)
+    # The model file is looked up (-m, the default, the only one installed) only where it is used:
+    # --list-voices and --server need none.
+    settings = None if args.server else engine_settings(args)
     check_synth_outputs(args)  # before the model loads: a bad -o must not cost a whole take
     if args.codec_context_frames is not None:
         log.warning("--codec-context-frames is accepted for compatibility and has no effect: the incremental "
@@ -79,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if args.prompt_audio:
         if not (args.prompt_text or "").strip():
             raise InputError("--prompt-audio needs --prompt-text, the transcript of the reference audio.")
-        reference = read_audio(args.prompt_audio)
+        reference = read_reference_clip_noting(args.prompt_audio)
         if args.voice and not args.save_voice:
             log.warning("both --voice and --prompt-audio given: using the audio (as s2.cpp)")
     elif args.voice and args.prompt_text:
@@ -111,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
         # per-call work); 16 is also s2.cpp's stream stride.
         stream_stride=args.stream_decode_stride or 16,
         speaker_voices=dict(args.speaker_voice) or None)
+    progress = TakeProgress([seg.text for seg in pipeline.segments_of(request)] if sys.stderr.isatty() else [],
+                            args.max_tokens, enabled=not args.no_progress)
     job = pipeline.synthesize(request)
-    progress = ProgressLine(not args.no_progress)
     try:
         if args.stream_file:
             # PCM16 written as it is decoded, no post-processing (as s2.cpp's --stream-file).

@@ -26,17 +26,18 @@ def run_show(args) -> int:
 
 
 def run_add(args) -> int:
-    from s2studio.audio import read_audio
-    from s2studio.cli.options import engine_settings
+    import pathlib
+
+    from s2studio.cli.options import engine_settings, read_reference_clip_noting
     from s2studio.engine.pipeline import Pipeline
 
     lib = _library(args)
-    audio = read_audio(args.audio)
+    audio = read_reference_clip_noting(args.audio)
     if not args.text.strip():
         raise InputError("--text, the transcript of the reference audio, is empty.")
     pipeline = Pipeline(engine_settings(args), voices=lib)
     profile = pipeline.encode_voice(audio, args.text)
-    info = lib.save_profile(args.id, profile, name=args.name or args.id or "voice", language=args.language,
+    info = lib.save_profile(args.id, profile, name=args.name or args.id or pathlib.Path(args.audio).stem, language=args.language,
                             notes=args.notes, reference_audio=audio, overwrite=args.overwrite)
     print(f"added voice '{info.id}' ({info.num_frames} frames, {info.duration_seconds:.1f} s) to {lib.folder}")
     return 0
@@ -120,8 +121,8 @@ def register(subparsers) -> None:
     a = action("add", "encode a reference recording and save it as a voice")
     a.add_argument("audio", help="reference audio (WAV/FLAC/OGG/MP3)")
     a.add_argument("--text", required=True, help="transcript of the reference audio")
-    a.add_argument("--id", default=None, help="voice id (default: derived from --name)")
-    a.add_argument("--name", default=None, help="display name")
+    a.add_argument("--id", default=None, help="voice id (default: derived from the name)")
+    a.add_argument("--name", default=None, help="display name (default: the audio file's name, alice.wav → alice)")
     a.add_argument("--language", default="")
     a.add_argument("--notes", default="")
     a.add_argument("--overwrite", action="store_true",

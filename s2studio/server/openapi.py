@@ -106,8 +106,10 @@ def openapi_document(config: ServerConfig, limits: RequestLimits = DEFAULT_LIMIT
     return {
         "openapi": "3.1.0",
         "info": {"title": "s2studio server (s2.cpp-compatible)", "version": __version__,
-                 "description": "Text to speech with Fish Audio S2 Pro. Requests are served one at a time "
-                                "in arrival order; a client that disconnects cancels its request."},
+                 "description": "Text to speech with Fish Audio S2 Pro. Up to "
+                                f"{config.max_batch} requests are generated together (batched), the next "
+                                f"{config.queue_depth} wait in arrival order, more are refused with 503; a "
+                                "client that disconnects cancels its request."},
         "components": {
             "schemas": {"Error": {"type": "object", "required": ["error"],
                                   "properties": {"error": {"type": "string"}}},

@@ -175,9 +175,10 @@ def slugify(name: str, fallback: str = "voice") -> str:
 
 
 def default_voice_dir() -> Path:
-    import platformdirs
+    """The app's voice folder (``S2STUDIO_VOICES_DIR`` overrides it, for the CLI as for the app)."""
+    from s2studio.user_folders import voices_dir
 
-    return Path(platformdirs.user_data_dir("s2studio", appauthor=False)) / "voices"
+    return voices_dir()
 
 
 def resolve_voice_path(voice_dir: str | os.PathLike[str], value: str, *, must_exist: bool = True) -> Path:

@@ -19,7 +19,8 @@ def _options(args: argparse.Namespace):
     settings = engine_settings(args)  # the device flags (-c N, -M) resolved as `serve` resolves them
     api_key = args.api_key if args.api_key is not None else os.environ.get("S2STUDIO_API_KEY") or None
     return ClusterOptions(
-        model=os.path.abspath(args.model), tokenizer=os.path.abspath(args.tokenizer) if args.tokenizer else None,
+        model=os.path.abspath(settings.model_path),  # -m, a variant name, or the default (cli/options.model_path)
+        tokenizer=os.path.abspath(args.tokenizer) if args.tokenizer else None,
         tokenizer_mode=args.tokenizer_mode, device=settings.device, gpu_layers=args.gpu_layers, dtype=args.dtype,
         threads=args.threads, codec_mode=args.codec_mode, cuda_graphs=args.cuda_graphs,
         voice_dir=os.path.abspath(args.voice_dir) if getattr(args, "voice_dir", None) else None,

@@ -76,7 +76,7 @@ class StreamResponse(Protocol):
 
 
 OFFLINE_MESSAGE = ("Could not reach huggingface.co: this computer seems to be offline (or a firewall blocks it). "
-                   "Download the files on another computer and choose them with the buttons below, or try again "
+                   "Download the files on another computer and choose them with “Choose model file…” and “Choose tokenizer.json…” above, or try again "
                    "when you are online.")
 
 
@@ -85,7 +85,7 @@ def _explain(err: BaseException) -> str:
     if name == "OfflineModeIsEnabled":
         return "Downloads are switched off (HF_HUB_OFFLINE is set). Choose files that are already on this computer."
     if name in ("RepositoryNotFoundError", "EntryNotFoundError", "RemoteEntryNotFoundError", "RevisionNotFoundError"):
-        return f"The file is not on Hugging Face where expected ({err}). Download it by hand and choose it below."
+        return f"The file is not on Hugging Face where expected ({err}). Download it by hand and choose it with the buttons above."
     if name == "GatedRepoError":
         return "This Hugging Face repository needs you to log in and accept its licence first."
     if isinstance(err, OSError) or "Connect" in name or "Timeout" in name or "Network" in name or "Proxy" in name:

@@ -1,0 +1,175 @@
+"""The audio tests' sound server (the ``sound_server`` fixture, session scope: started once,
+stopped at the end; tests that need it skip with the reason where it cannot run).
+
+A private PulseAudio server: a null sink (the "speakers", whose monitor the
+tests record) and a virtual source fed by a second null sink (the "microphone", into which the
+tests play a known signal).
+
+The server runs as this user with its own runtime folder (``XDG_RUNTIME_DIR``), so it never
+touches a desktop's sound server. PortAudio reaches it through ALSA's ``pulse`` plugin
+(Debian: ``libasound2-plugins``), which reads ``PULSE_SERVER``. ``.ci/run`` installs
+``pulseaudio pulseaudio-utils libasound2-plugins``; without them the tests skip, saying so.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+SINK = "s2test_speakers"
+MIC_FEED = "s2test_mic_feed"
+MIC = "s2test_mic"
+RATE = 44100
+
+CONFIG = f"""
+load-module module-native-protocol-unix
+load-module module-null-sink sink_name={SINK} rate={RATE} channels=1
+set-default-sink {SINK}
+load-module module-null-sink sink_name={MIC_FEED} rate={RATE} channels=1
+load-module module-virtual-source source_name={MIC} master={MIC_FEED}.monitor
+set-default-source {MIC}
+"""
+
+
+def missing_tools() -> str | None:
+    """Why no server can be started here, or None."""
+    for tool in ("pulseaudio", "pactl", "parec", "pacat"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (Debian: apt-get install pulseaudio pulseaudio-utils libasound2-plugins)"
+    if not any(Path(p).is_file() for p in ("/usr/lib/x86_64-linux-gnu/alsa-lib/libasound_module_pcm_pulse.so",
+                                           "/usr/lib/aarch64-linux-gnu/alsa-lib/libasound_module_pcm_pulse.so",
+                                           "/usr/lib64/alsa-lib/libasound_module_pcm_pulse.so")):
+        return "ALSA's pulse plugin is not installed (Debian: libasound2-plugins)"
+    return None
+
+
+class SoundServer:
+    def __init__(self):
+        self.folder = Path(tempfile.mkdtemp(prefix="s2test-pulse-"))
+        (self.folder / "run").mkdir()
+        (self.folder / "default.pa").write_text(CONFIG)
+        self.env = dict(os.environ, XDG_RUNTIME_DIR=str(self.folder / "run"), HOME=str(self.folder),
+                        PULSE_SERVER=f"unix:{self.folder / 'run' / 'pulse' / 'native'}")
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 10.0) -> None:
+        self.process = subprocess.Popen(
+            ["pulseaudio", "-n", "-F", str(self.folder / "default.pa"), "--exit-idle-time=-1",
+             "--daemonize=no", "--log-target=file:" + str(self.folder / "pulse.log")],
+            env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.pactl("info").returncode == 0:
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        log = (self.folder / "pulse.log").read_text(errors="replace")[-2000:] if (self.folder / "pulse.log").exists() else ""
+        self.stop()
+        raise RuntimeError(f"the sound server did not start: {log}")
+
+    def pactl(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["pactl", *args], env=self.env, capture_output=True, text=True, timeout=10)
+
+    def record_monitor(self) -> "Capture":
+        """Start recording what the speakers play (float32 mono at 44.1 kHz)."""
+        return Capture(self, f"{SINK}.monitor")
+
+    def play_into_microphone(self, samples: np.ndarray) -> subprocess.Popen:
+        """Play ``samples`` (float32 mono, 44.1 kHz) into the virtual microphone."""
+        proc = subprocess.Popen(["pacat", "--playback", f"--device={MIC_FEED}", "--format=float32le",
+                                 f"--rate={RATE}", "--channels=1", "--latency-msec=20"],
+                                env=self.env, stdin=subprocess.PIPE)
+        proc.stdin.write(np.asarray(samples, "<f4").tobytes())
+        proc.stdin.close()
+        return proc
+
+    def module_of(self, name: str) -> str | None:
+        for line in self.pactl("list", "short", "modules").stdout.splitlines():
+            if f"sink_name={name}" in line or f"source_name={name}" in line:
+                return line.split()[0]
+        return None
+
+    def unplug(self, name: str) -> None:
+        module = self.module_of(name)
+        if module is not None:
+            self.pactl("unload-module", module)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self.process = None
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Capture:
+    """``parec`` on a source, writing to a file (a pipe left unread would fill and stall it)
+    until ``stop()``."""
+
+    def __init__(self, server: SoundServer, source: str):
+        self.path = server.folder / f"capture-{time.monotonic_ns()}.raw"
+        self._file = open(self.path, "wb")
+        self.proc = subprocess.Popen(["parec", f"--device={source}", "--format=float32le", f"--rate={RATE}",
+                                      "--channels=1", "--latency-msec=10"],
+                                     env=server.env, stdout=self._file)
+        deadline = time.monotonic() + 5  # recording for real (samples arriving) before anything plays
+        while self.path.stat().st_size < 4 * RATE // 10 and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def stop(self) -> np.ndarray:
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(10)
+        self._file.close()
+        data = self.path.read_bytes()
+        self.path.unlink()
+        return np.frombuffer(data[: len(data) // 4 * 4], "<f4").astype(np.float32)
+
+
+@pytest.fixture(scope="session")
+def sound_server():
+    reason = missing_tools()
+    if reason:
+        pytest.skip(f"no sound server: {reason}")
+    server = SoundServer()
+    try:
+        server.start()
+    except (RuntimeError, OSError) as err:
+        pytest.skip(f"no sound server: {err}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def real_sounddevice(sound_server, monkeypatch):
+    """sounddevice (PortAudio) talking to the test server: PULSE_SERVER is read by ALSA's pulse
+    plugin when a stream opens; PortAudio is re-initialised so its device list is fresh."""
+    for key in ("PULSE_SERVER", "XDG_RUNTIME_DIR"):
+        monkeypatch.setenv(key, sound_server.env[key])
+    try:
+        import sounddevice as sd
+    except OSError as err:
+        pytest.skip(f"no PortAudio: {err}")
+    sd._terminate()
+    sd._initialize()
+    from s2studio.audio import devices
+
+    devices.forget_backend()
+    names = [d["name"] for d in sd.query_devices()]
+    if "pulse" not in names:
+        pytest.skip(f"PortAudio does not list ALSA's pulse device (it lists {names})")
+    yield sd
+    devices.forget_backend()

@@ -186,6 +186,23 @@ class OutputPlayer:
     def active(self) -> bool:
         return self._stream is not None
 
+    @property
+    def device_lost(self) -> bool:
+        """The stream died under us: the device was unplugged or the sound server went away.
+        PortAudio marks such a stream inactive (its callback is never called again); a stream we
+        stopped ourselves is None here, so this is never true after ``stop()``."""
+        stream = self._stream
+        return stream is not None and not stream.active
+
+    @property
+    def latency_seconds(self) -> float:
+        """How long a sample takes from ``read`` to the speaker (0 when not playing)."""
+        stream = self._stream
+        try:
+            return float(stream.latency) if stream is not None else 0.0
+        except Exception:  # a dead stream may not answer
+            return 0.0
+
     def stop(self) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:
@@ -245,6 +262,15 @@ class Recorder:
     @property
     def recording(self) -> bool:
         return self._stream is not None
+
+    @property
+    def device_lost(self) -> bool:
+        """The stream died under us: the device was unplugged or the sound server went away.
+        PortAudio marks such a stream inactive (its callback is never called again); a stream we
+        stopped ourselves is None here, so this is never true after ``stop()``."""
+        stream = self._stream
+        return stream is not None and not stream.active
+
 
     @property
     def level(self) -> float:

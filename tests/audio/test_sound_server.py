@@ -1,6 +1,11 @@
 """The real sound path: s2studio.audio.devices (PortAudio via sounddevice) against a real
-PulseAudio server with a null sink and a virtual microphone (tests/audio/conftest.py).
-Skipped, with the reason, where no server can be started."""
+PulseAudio server with a null sink and a virtual microphone (tests/sound_server.py).
+Skipped, with the reason, where no server can be started.
+
+What is compared: the audio itself, block by block (``follow``): every block of the clip must
+come out sample for sample, in order, with at most UNDERRUN_BUDGET seconds of silence inserted
+between blocks (the machine running the tests may be busy). Latency is measured and printed,
+bounded only loosely: these are not timing tests."""
 
 from __future__ import annotations
 
@@ -8,11 +13,14 @@ import threading
 import time
 
 import numpy as np
-import pytest
 
+import s2test_sound_server as server_kit
 from s2studio.audio import devices
 
-RATE = 44100
+RATE = server_kit.RATE
+UNDERRUN_BUDGET = 0.5  # seconds of inserted silence or dropped audio allowed over a clip (a loaded machine)
+GLITCH_BUDGET = 0.85  # share of 50 ms blocks that must come out exact (one straddling each glitch fails)
+LATENCY_BOUND = 2.0  # seconds; generous on purpose, the measured value is reported
 
 
 class _Clip:
@@ -31,25 +39,12 @@ class _Clip:
         return out
 
 
-def _signal(seconds, seed=0):
-    """Noise-like but band-limited speech stand-in: a unique pattern for alignment."""
+def noise_signal(seconds, seed=0):
+    """Band-limited noise at speech level: every 50 ms block is unique, so it can be found."""
     rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * RATE)) / RATE
-    freq = 200 + 600 * rng.random(1)[0]
-    return (0.25 * np.sin(2 * np.pi * (freq * t + 300 * t * t)) * (0.5 + 0.5 * np.sin(2 * np.pi * 1.3 * t))
-            ).astype(np.float32)
-
-
-def _align(recorded, reference):
-    """Where ``reference`` starts in ``recorded`` (by cross-correlation) and the correlation there."""
-    n = len(recorded) + len(reference)
-    size = 1 << (n - 1).bit_length()
-    corr = np.fft.irfft(np.fft.rfft(recorded, size) * np.conj(np.fft.rfft(reference, size)), size)
-    lag = int(np.argmax(corr[:len(recorded)]))
-    part = recorded[lag:lag + len(reference)]
-    if len(part) < len(reference):
-        return lag, 0.0
-    return lag, float(np.dot(part, reference) / (np.linalg.norm(part) * np.linalg.norm(reference) + 1e-12))
+    x = rng.standard_normal(int(seconds * RATE)).astype(np.float32)
+    x = np.convolve(x, np.ones(4, np.float32) / 4, mode="same")  # a little smoother, still unique
+    return (0.3 * x / np.max(np.abs(x))).astype(np.float32)
 
 
 def test_portaudio_sees_the_server(real_sounddevice):
@@ -58,39 +53,80 @@ def test_portaudio_sees_the_server(real_sounddevice):
     assert devices.audio_status().can_play
 
 
-@pytest.mark.skip(reason="issue 26, unfinished: on the shared 2-core machine the capture correlates 0.82-0.998 "
-                  "with the clip (under-runs or a late parec start); needs an under-run budget, see the report")
 def test_playback_reaches_the_speakers_sample_for_sample(real_sounddevice, sound_server):
-    clip = _signal(1.5)
+    clip = noise_signal(2.0)
     capture = sound_server.record_monitor()
     source = _Clip(clip)
     player = devices.OutputPlayer(source, RATE, device_name="pulse", blocksize=512)
+    started_at = capture.samples_so_far()
     player.start()
     assert source.done.wait(10)
-    time.sleep(0.4)  # the device's buffer drains
+    time.sleep(player.latency_seconds + 0.5)  # the device's buffer drains
     player.stop()
     recorded = capture.stop()
-    lag, correlation = _align(recorded, clip)
-    assert correlation > 0.99, correlation  # the same audio, in order, no gap or repeat
-    heard = recorded[lag:lag + len(clip)]
-    assert np.max(np.abs(heard - clip)) < 2e-3  # float32 through the server: exact up to 16-bit-ish error
+    delivery = server_kit.follow(recorded, clip)
+    latency = (delivery.start - started_at) / RATE
+    print(f"\nplayback: {delivery.summary()}; start() to sound ≈ {latency * 1000:.0f} ms "
+          f"(stream latency {player.latency_seconds * 1000:.0f} ms)")
+    assert delivery.matched >= GLITCH_BUDGET * delivery.blocks > 30, delivery.summary()  # the same audio
+    assert delivery.in_order and delivery.gap_seconds <= UNDERRUN_BUDGET, delivery.summary()
+    assert -0.1 < latency < LATENCY_BOUND
 
 
-@pytest.mark.skip(reason="issue 26, unfinished: on the shared 2-core machine the capture correlates 0.82-0.998 "
-                  "with the clip (under-runs or a late parec start); needs an under-run budget, see the report")
 def test_the_recorder_captures_what_the_microphone_hears(real_sounddevice, sound_server):
-    signal = _signal(2.0, seed=3)
+    signal = noise_signal(2.0, seed=3)
     recorder = devices.Recorder(device_name="pulse", max_seconds=10)
     recorder.start()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 5  # the stream delivers its first blocks (slow on a busy machine)
+    while recorder.elapsed_seconds < 0.2 and time.monotonic() < deadline:
+        time.sleep(0.02)
     levels = []
     feeder = sound_server.play_into_microphone(signal)
-    deadline = time.monotonic() + 8
+    deadline = time.monotonic() + 10
     while feeder.poll() is None and time.monotonic() < deadline:
         levels.append(recorder.level)
         time.sleep(0.05)
-    time.sleep(0.4)
+    time.sleep(1.0)  # pacat has written its last sample; the server and the recorder still hold some
     take = recorder.stop()
     assert max(levels) > 0.1  # the level meter's value moved while the signal played
-    lag, correlation = _align(take, signal)
-    assert correlation > 0.98, correlation  # the clip is the signal (resampled to 44.1 kHz on the way)
+    delivery = server_kit.follow(take, signal)
+    print(f"\nrecording: {delivery.summary()}")
+    # the microphone is opened at its own rate and resampled to 44.1 kHz: exact when that is 44.1 kHz
+    assert delivery.matched >= GLITCH_BUDGET * delivery.blocks > 30, delivery.summary()
+    # two real-time streams in a row here (pacat into the microphone, the recorder out of it): twice the budget
+    assert delivery.in_order and delivery.gap_seconds <= 2 * UNDERRUN_BUDGET, delivery.summary()
+
+
+def test_a_vanished_output_device_is_noticed(real_sounddevice, sound_server):
+    player = devices.OutputPlayer(_Clip(noise_signal(5.0)), RATE, device_name="pulse")
+    player.start()
+    try:
+        time.sleep(0.3)
+        assert not player.device_lost
+        sound_server.unplug_all_speakers()
+        deadline = time.monotonic() + 5
+        while not player.device_lost and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert player.device_lost
+    finally:
+        player.stop()  # closing a dead stream neither raises nor hangs
+        sound_server.replug()
+    assert not player.device_lost
+
+
+def test_a_vanished_microphone_is_noticed_and_the_recording_kept(real_sounddevice, sound_server):
+    recorder = devices.Recorder(device_name="pulse")
+    recorder.start()
+    try:
+        deadline = time.monotonic() + 5
+        while recorder.elapsed_seconds < 0.5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sound_server.unplug_all_microphones()
+        deadline = time.monotonic() + 5
+        while not recorder.device_lost and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert recorder.device_lost
+    finally:
+        take = recorder.stop()
+        sound_server.replug()
+    assert len(take) >= 0.4 * RATE  # what was recorded before the microphone went

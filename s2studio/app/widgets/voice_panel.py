@@ -187,6 +187,7 @@ class VoicePanel(QWidget):
 
         audio.level_changed.connect(self._on_level)
         audio.recording_limit_reached.connect(lambda: self.record_button.setChecked(False))
+        audio.recording_interrupted.connect(lambda: self.record_button.setChecked(False))  # keeps the part recorded
         audio.position_changed.connect(self._on_position)
         audio.playback_stopped.connect(self._on_playback_stopped)
         self.apply_audio_status()

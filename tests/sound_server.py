@@ -1,5 +1,6 @@
-"""The audio tests' sound server (the ``sound_server`` fixture, session scope: started once,
-stopped at the end; tests that need it skip with the reason where it cannot run).
+"""The tests' sound server (the ``sound_server`` fixture, session scope: started once,
+stopped at the end; tests that need it skip with the reason where it cannot run). Loaded by
+tests/conftest.py, so tests/audio and tests/app both use it.
 
 A private PulseAudio server: a null sink (the "speakers", whose monitor the
 tests record) and a virtual source fed by a second null sink (the "microphone", into which the
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +89,7 @@ class SoundServer:
     def play_into_microphone(self, samples: np.ndarray) -> subprocess.Popen:
         """Play ``samples`` (float32 mono, 44.1 kHz) into the virtual microphone."""
         proc = subprocess.Popen(["pacat", "--playback", f"--device={MIC_FEED}", "--format=float32le",
-                                 f"--rate={RATE}", "--channels=1", "--latency-msec=20"],
+                                 f"--rate={RATE}", "--channels=1", "--latency-msec=200"],
                                 env=self.env, stdin=subprocess.PIPE)
         proc.stdin.write(np.asarray(samples, "<f4").tobytes())
         proc.stdin.close()
@@ -103,6 +105,28 @@ class SoundServer:
         module = self.module_of(name)
         if module is not None:
             self.pactl("unload-module", module)
+
+    def unplug_all_speakers(self) -> None:
+        """Remove every sink. One sink removed while another exists is not a lost device to the
+        app: PulseAudio moves the stream to the other sink and the sound goes on; with no sink
+        left the stream dies, as with a USB headset pulled on a machine without speakers."""
+        for name in (MIC, MIC_FEED, SINK):
+            self.unplug(name)
+
+    def unplug_all_microphones(self) -> None:
+        """Remove every source (the sinks' monitors are sources too, so the sinks go as well)."""
+        self.unplug_all_speakers()
+
+    def replug(self) -> None:
+        """Put the sinks and the microphone back, as at the start (after an unplug test)."""
+        for line in CONFIG.strip().splitlines()[1:]:
+            words = line.split()
+            if words[0] == "load-module":
+                name = next(w.split("=", 1)[1] for w in words if w.startswith(("sink_name=", "source_name=")))
+                if self.module_of(name) is None:
+                    self.pactl(*words)
+            else:
+                self.pactl(*words)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -124,11 +148,15 @@ class Capture:
         self.path = server.folder / f"capture-{time.monotonic_ns()}.raw"
         self._file = open(self.path, "wb")
         self.proc = subprocess.Popen(["parec", f"--device={source}", "--format=float32le", f"--rate={RATE}",
-                                      "--channels=1", "--latency-msec=10"],
+                                      "--channels=1", "--latency-msec=50"],
                                      env=server.env, stdout=self._file)
         deadline = time.monotonic() + 5  # recording for real (samples arriving) before anything plays
         while self.path.stat().st_size < 4 * RATE // 10 and time.monotonic() < deadline:
             time.sleep(0.02)
+
+    def samples_so_far(self) -> int:
+        """How many samples were recorded until now (to measure a latency against)."""
+        return self.path.stat().st_size // 4
 
     def stop(self) -> np.ndarray:
         self.proc.send_signal(signal.SIGINT)
@@ -137,6 +165,70 @@ class Capture:
         data = self.path.read_bytes()
         self.path.unlink()
         return np.frombuffer(data[: len(data) // 4 * 4], "<f4").astype(np.float32)
+
+
+@dataclass
+class Delivery:
+    """How a reference signal came out of a recording, block by block (see :func:`follow`)."""
+
+    start: int  # where the first block sits in the recording (samples)
+    blocks: int  # blocks with sound in the reference
+    matched: int  # of those, found sample for sample (SNR over MATCH_DB)
+    worst_db: float  # the lowest SNR among the matched blocks
+    in_order: bool  # every block after the one before it
+    gap_seconds: float  # silence inserted or audio dropped between blocks in total (under-/overruns)
+    missing: tuple = ()  # the blocks not found (their start in the reference, seconds)
+
+    def summary(self) -> str:
+        return (f"start at {self.start / RATE * 1000:.0f} ms, {self.matched}/{self.blocks} blocks sample for sample "
+                f"(worst {self.worst_db:.0f} dB, missing at {list(self.missing)} s), in order: {self.in_order}, gaps {self.gap_seconds * 1000:.0f} ms")
+
+
+MATCH_DB = 40.0  # float32 through the server's 16-bit sink: ~80 dB; a wrong or shifted block: ~0 dB
+
+
+def _xcorr_peak(haystack: np.ndarray, needle: np.ndarray) -> int:
+    size = 1 << (len(haystack) + len(needle) - 1).bit_length()
+    corr = np.fft.irfft(np.fft.rfft(haystack, size) * np.conj(np.fft.rfft(needle, size)), size)
+    return int(np.argmax(corr[: max(1, len(haystack) - len(needle) + 1)]))
+
+
+def follow(recorded: np.ndarray, reference: np.ndarray, block_seconds: float = 0.05,
+           search_seconds: float = 1.0) -> Delivery:
+    """Find ``reference`` in ``recorded`` block by block. A raw correlation of the whole clip
+    falls whenever an under-run inserts silence (everything after it shifts); following blocks
+    separately tells a gap (the blocks after it are still exact, only later) from wrong audio
+    (no block matches). Each block is searched from where the last one ended up to
+    ``search_seconds`` later; blocks that are silent in the reference are skipped."""
+    block = int(block_seconds * RATE)
+    head = reference[: min(len(reference), RATE // 2)]
+    start = _xcorr_peak(recorded, head)
+    expected, last, blocks, matched, worst, in_order, gap = start, -1, 0, 0, np.inf, True, 0
+    missing = []
+    for at in range(0, len(reference) - block + 1, block):
+        ref = reference[at:at + block]
+        energy = float(np.dot(ref, ref))
+        if energy < block * 1e-6:  # silent here: nothing to find
+            expected += block
+            continue
+        blocks += 1
+        lo = max(last + 1, expected - int(search_seconds * RATE) // 4)  # samples lost (an overrun) come early
+        window = recorded[lo:expected + int(search_seconds * RATE) + block]
+        if len(window) < block:
+            break
+        pos = lo + _xcorr_peak(window, ref)
+        got = recorded[pos:pos + block]
+        snr = 10 * np.log10(energy / max(float(np.sum((got - ref) ** 2)), 1e-20))
+        if snr >= MATCH_DB:
+            matched += 1
+            worst = min(worst, snr)
+            in_order &= pos > last
+            gap += abs(pos - expected)  # silence inserted, or samples dropped
+            last, expected = pos, pos + block
+        else:
+            missing.append(round(at / RATE, 3))
+            expected += block
+    return Delivery(start, blocks, matched, float(worst), in_order, gap / RATE, tuple(missing))
 
 
 @pytest.fixture(scope="session")

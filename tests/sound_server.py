@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,9 +96,18 @@ class SoundServer:
         proc.stdin.close()
         return proc
 
+    def sink_latency_seconds(self) -> float:
+        """What the speakers' sink holds ahead of "now" (the null sink renders well ahead: a
+        monitor recording hears up to this much after a stream is flushed)."""
+        for line in self.pactl("list", "sinks").stdout.split("Sink #")[1].splitlines():
+            if line.strip().startswith("Latency:"):
+                return int(line.split()[1]) / 1e6
+        return 0.0
+
     def module_of(self, name: str) -> str | None:
         for line in self.pactl("list", "short", "modules").stdout.splitlines():
-            if f"sink_name={name}" in line or f"source_name={name}" in line:
+            words = line.split()
+            if f"sink_name={name}" in words or f"source_name={name}" in words:  # whole words: s2test_mic_feed is not s2test_mic
                 return line.split()[0]
         return None
 
@@ -150,6 +160,10 @@ class Capture:
         self.proc = subprocess.Popen(["parec", f"--device={source}", "--format=float32le", f"--rate={RATE}",
                                       "--channels=1", "--latency-msec=50"],
                                      env=server.env, stdout=self._file)
+        self._arrivals: list[tuple[float, int]] = []
+        self._stopping = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, daemon=True)
+        self._watcher.start()
         deadline = time.monotonic() + 5  # recording for real (samples arriving) before anything plays
         while self.path.stat().st_size < 4 * RATE // 10 and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -158,7 +172,23 @@ class Capture:
         """How many samples were recorded until now (to measure a latency against)."""
         return self.path.stat().st_size // 4
 
+    def _watch(self) -> None:
+        while not self._stopping.is_set():
+            self._arrivals.append((time.monotonic(), self.path.stat().st_size // 4))
+            time.sleep(0.005)
+
+    def sample_at(self, moment: float) -> int:
+        """Which recorded sample the sink played at ``moment`` (time.monotonic()). The file grows
+        in the null sink's blocks (up to 16384 samples here), so its size at a moment says
+        little; but a sample that has arrived was played no later than it arrived, so the
+        sink's clock started no later than min(arrival - samples/rate) over all arrivals. Call
+        after the recording went on past ``moment``."""
+        start = min(t - n / RATE for t, n in self._arrivals if n > 0)
+        return int(round((moment - start) * RATE))
+
     def stop(self) -> np.ndarray:
+        self._stopping.set()
+        self._watcher.join(2)
         self.proc.send_signal(signal.SIGINT)
         self.proc.wait(10)
         self._file.close()
@@ -178,10 +208,12 @@ class Delivery:
     in_order: bool  # every block after the one before it
     gap_seconds: float  # silence inserted or audio dropped between blocks in total (under-/overruns)
     missing: tuple = ()  # the blocks not found (their start in the reference, seconds)
+    heard_until: int = 0  # the end of the last block found (a sample of the reference)
+    gap_count: int = 0  # how many times the audio paused or jumped (more than 5 ms)
 
     def summary(self) -> str:
         return (f"start at {self.start / RATE * 1000:.0f} ms, {self.matched}/{self.blocks} blocks sample for sample "
-                f"(worst {self.worst_db:.0f} dB, missing at {list(self.missing)} s), in order: {self.in_order}, gaps {self.gap_seconds * 1000:.0f} ms")
+                f"(worst {self.worst_db:.0f} dB, missing at {list(self.missing)} s), in order: {self.in_order}, {self.gap_count} gaps, {self.gap_seconds * 1000:.0f} ms in all")
 
 
 MATCH_DB = 40.0  # float32 through the server's 16-bit sink: ~80 dB; a wrong or shifted block: ~0 dB
@@ -191,6 +223,14 @@ def _xcorr_peak(haystack: np.ndarray, needle: np.ndarray) -> int:
     size = 1 << (len(haystack) + len(needle) - 1).bit_length()
     corr = np.fft.irfft(np.fft.rfft(haystack, size) * np.conj(np.fft.rfft(needle, size)), size)
     return int(np.argmax(corr[: max(1, len(haystack) - len(needle) + 1)]))
+
+
+def _best(recorded, lo, window, ref, energy) -> tuple[int, float]:
+    pos = lo + _xcorr_peak(window, ref)
+    got = recorded[pos:pos + len(ref)]
+    if len(got) < len(ref):
+        return pos, -np.inf
+    return pos, 10 * np.log10(energy / max(float(np.sum((got - ref) ** 2)), 1e-20))
 
 
 def follow(recorded: np.ndarray, reference: np.ndarray, block_seconds: float = 0.05,
@@ -204,7 +244,7 @@ def follow(recorded: np.ndarray, reference: np.ndarray, block_seconds: float = 0
     head = reference[: min(len(reference), RATE // 2)]
     start = _xcorr_peak(recorded, head)
     expected, last, blocks, matched, worst, in_order, gap = start, -1, 0, 0, np.inf, True, 0
-    missing = []
+    missing, heard_until, gaps = [], 0, 0
     for at in range(0, len(reference) - block + 1, block):
         ref = reference[at:at + block]
         energy = float(np.dot(ref, ref))
@@ -216,19 +256,20 @@ def follow(recorded: np.ndarray, reference: np.ndarray, block_seconds: float = 0
         window = recorded[lo:expected + int(search_seconds * RATE) + block]
         if len(window) < block:
             break
-        pos = lo + _xcorr_peak(window, ref)
-        got = recorded[pos:pos + block]
-        snr = 10 * np.log10(energy / max(float(np.sum((got - ref) ** 2)), 1e-20))
+        pos, snr = _best(recorded, lo, window, ref, energy)
+        if snr < MATCH_DB and len(recorded) - lo > len(window):  # a longer pause (a slow model): look further
+            pos, snr = _best(recorded, lo, recorded[lo:], ref, energy)
         if snr >= MATCH_DB:
             matched += 1
             worst = min(worst, snr)
             in_order &= pos > last
             gap += abs(pos - expected)  # silence inserted, or samples dropped
-            last, expected = pos, pos + block
+            gaps += abs(pos - expected) > RATE // 200 and last >= 0
+            last, expected, heard_until = pos, pos + block, at + block
         else:
             missing.append(round(at / RATE, 3))
             expected += block
-    return Delivery(start, blocks, matched, float(worst), in_order, gap / RATE, tuple(missing))
+    return Delivery(start, blocks, matched, float(worst), in_order, gap / RATE, tuple(missing), heard_until, int(gaps))
 
 
 @pytest.fixture(scope="session")

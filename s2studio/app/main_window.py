@@ -584,8 +584,8 @@ class MainWindow(QMainWindow):
 
     def stop(self) -> None:
         if self.generating:
+            self.audio.stop()  # first: the speakers go quiet now, whatever cancelling costs
             self.worker.cancel()  # thread-safe, direct: a queued call would wait behind the job
-            self.audio.stop()
             self.statusBar().showMessage("Stopping…")
 
     def save_voice(self, samples, transcript: str, name: str, replace_id: str | None = None) -> None:

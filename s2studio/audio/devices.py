@@ -31,6 +31,10 @@ from s2studio.errors import S2Error
 log = logging.getLogger(__name__)
 
 MAX_RECORDING_SECONDS = 120.0
+# What the device may hold ahead of the speaker. PortAudio's "high" default let PulseAudio
+# buffer ~330 ms, all of which was still heard after Stop (tests/app/test_real_sound.py); at
+# 60 ms Stop is silent within 100 ms and a busy machine still keeps the callback fed.
+OUTPUT_LATENCY_SECONDS = 0.06
 
 _backend = None
 _backend_error: "AudioDeviceError | None" = None
@@ -176,6 +180,7 @@ class OutputPlayer:
         try:
             self._stream = sd.OutputStream(samplerate=self.sample_rate, channels=1, dtype="float32",
                                            blocksize=self._blocksize, callback=self._callback,
+                                           latency=OUTPUT_LATENCY_SECONDS,
                                            device=_device_index(self._device_name, outputs))
             self._stream.start()
         except Exception as err:
@@ -207,7 +212,10 @@ class OutputPlayer:
         stream, self._stream = self._stream, None
         if stream is not None:
             try:
-                stream.stop()
+                # abort, not stop: PortAudio's stop plays out what the device has buffered (a few
+                # hundred ms through PulseAudio), and Stop must silence the speakers at once; the
+                # end of a clip is not lost, AudioService waits out the latency before this.
+                stream.abort()
                 stream.close()
             except Exception as err:  # closing a vanished device must not take the app down
                 log.warning("closing the output stream failed: %s", err)

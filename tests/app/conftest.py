@@ -90,6 +90,8 @@ class _FakeStream:
     def close(self):
         self._stop.set()
 
+    abort = stop
+
 
 class FakeOutputStream(_FakeStream):
     played: list  # every block the player wrote, for assertions

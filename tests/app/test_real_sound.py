@@ -129,6 +129,33 @@ def test_stop_during_live_playback_keeps_the_take(real_sound, make_window, fast_
     assert window.output.current is not None and len(window.output.current.audio)  # the take is kept
 
 
+def test_playback_from_a_sentence_starts_there(real_sound, make_window, fast_settings, tts_model, qtbot):
+    window = _window(make_window, fast_settings, tts_model, max_new_tokens=24, segmentation_enabled=True)
+    window.editor.set_text("First one here. Second one there. Third one last.")
+    window.generate()
+    qtbot.waitUntil(lambda: not window.generating, timeout=120_000)
+    qtbot.waitUntil(lambda: window.audio.playing_owner == "", timeout=30_000)
+    view = window.segments_view
+    take = window.output.current.audio
+    spans = view.take.spans()
+    assert len(spans) == 3
+    capture = real_sound.record_monitor()
+    view.table.selectRow(1)
+    view.play_button.click()  # ▶ From here
+    assert window.audio.playing_owner == "output"
+    qtbot.waitUntil(lambda: window.audio.playing_owner == "", timeout=30_000)
+    recorded = capture.stop()
+    start, _end = spans[1]
+    delivery = server_kit.follow(recorded, take[start:])
+    first_sound = int(np.flatnonzero(np.abs(recorded) > 1e-4)[0])
+    print(f"\nfrom sentence 2 (sample {start}): {delivery.summary()}; first sound at {first_sound / RATE * 1000:.0f} ms")
+    # what is heard is the take from sentence 2 on, sample for sample, in order ...
+    assert delivery.matched >= GLITCH_BUDGET * delivery.blocks > 10, delivery.summary()
+    assert delivery.in_order and delivery.gap_count <= 2, delivery.summary()
+    # ... and it is the first thing heard (one 50 ms block of slack: a stream's first block may be torn)
+    assert abs(delivery.start - first_sound) <= 0.06 * RATE
+
+
 def test_unplugging_the_speakers_mid_play_gives_a_banner_and_keeps_the_take(real_sound, make_window,
                                                                            fast_settings, tts_model, qtbot):
     window = _window(make_window, fast_settings, tts_model, max_new_tokens=120)

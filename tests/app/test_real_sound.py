@@ -70,7 +70,7 @@ def test_live_playback_while_generating_reaches_the_speakers_in_order(real_sound
     delivery = server_kit.follow(recorded, sent)
     underruns = max((b.underruns for b in buffers if b is not None), default=0)
     print(f"\nlive playback: {delivery.summary()} ({len(sent) / RATE:.2f} s take, "
-          f"{underruns} jitter-buffer under-runs: the model slower than real time)")
+          f"{underruns} jitter-buffer under-runs, i.e. times the model fell behind real time)")
     assert delivery.matched >= GLITCH_BUDGET * delivery.blocks > 10, delivery.summary()
     # The stated budget: a pause only where the jitter buffer ran dry (the model behind real time on
     # this machine; it then waits for its pre-roll, however long that takes) plus two device glitches.

@@ -60,3 +60,21 @@ def make_tiny_model(tmp_path_factory):
         return result
 
     return build
+
+
+def _load_sound_server():
+    """tests/sound_server.py by its path (the tests folder is no package), so the sound-server
+    fixtures serve tests/audio and tests/app alike."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("s2test_sound_server", pathlib.Path(__file__).parent / "sound_server.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+sound_server_module = _load_sound_server()
+sound_server = sound_server_module.sound_server
+real_sounddevice = sound_server_module.real_sounddevice

@@ -4,8 +4,11 @@ sentence, and the takes found again after a restart) into docs/screenshots, from
 
     Xvfb :99 -screen 0 1280x800x24 &  DISPLAY=:99 python tools/take_screenshots.py [name ...]
 
-Names (default: all): first-run idle-with-voice generating error speakers voice-library high-dpi.
-"high-dpi" runs itself again with QT_SCALE_FACTOR=2 (the factor must be set before Qt starts).
+Names (default: all): first-run idle-with-voice generating error speakers voice-library high-dpi
+per-sentence history-after-restart studio studio-200.
+"high-dpi" and "studio-200" run themselves again with QT_SCALE_FACTOR=2 (the factor must be set
+before Qt starts). "studio": the studio with a take at 1180x760 and 1280x720, light and dark;
+"studio-200": the same at 200 % (needs a 2560x1600 screen).
 
 Needs Debian's xvfb and imagemagick (`import`); uses the tiny golden model, and temporary
 config/voice folders, so it never touches your own settings.
@@ -14,11 +17,13 @@ import os, sys, shutil, subprocess, tempfile, time
 from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]; sys.path.insert(0, str(ROOT))
 ALL = ("first-run", "idle-with-voice", "generating", "error", "speakers", "voice-library", "high-dpi",
-       "per-sentence", "history-after-restart", "book")
+       "per-sentence", "history-after-restart", "book", "studio", "studio-200")
 WANTED = set(sys.argv[1:]) or set(ALL)
-if "high-dpi" in WANTED and os.environ.get("QT_SCALE_FACTOR") != "2":
-    subprocess.run([sys.executable, __file__, "high-dpi"], env={**os.environ, "QT_SCALE_FACTOR": "2"}, check=True)
-    WANTED.discard("high-dpi")
+SCALED = {"high-dpi", "studio-200"}
+if WANTED & SCALED and os.environ.get("QT_SCALE_FACTOR") != "2":
+    subprocess.run([sys.executable, __file__, *sorted(WANTED & SCALED)], env={**os.environ, "QT_SCALE_FACTOR": "2"},
+                   check=True)
+    WANTED -= SCALED
     if not WANTED:
         sys.exit(0)
 OUT = ROOT / "docs" / "screenshots"
@@ -83,14 +88,39 @@ DIALOGUE = ("<|speaker:0|>Good evening, and welcome back to the show.\n"
 ref = read_audio(ROOT / "tests/data/golden/clone_f32_qknorm/reference.wav")
 s = AppSettings(model_path=str(clone / "model.gguf"), codec_mode="cpu", max_new_tokens=160, seed=3, seed_locked=True)
 
-if "high-dpi" in WANTED:  # this process runs at QT_SCALE_FACTOR=2 (see the top)
-    w = MainWindow(s, host.worker); w.show(); wait(300)
-    voice = save_voice(w, ref, "The quick brown fox jumps over the lazy dog.", "Studio Narrator")
-    w.voice_panel.reload_voices(voice.id)
-    w.editor.set_text(SCRIPT)
-    wait(300)
-    shot(w, "high-dpi.png"); w.close()
+def studio(sizes, suffix=""):
+    """The studio with a narrator and a take of three sentences, light and dark, at each size."""
+    from s2studio.app.theme import apply_theme
+    st = AppSettings(model_path=str(clone / "model.gguf"), codec_mode="cpu", max_new_tokens=60, seed=11,
+                     seed_locked=True, segmentation_enabled=True)
+    w = MainWindow(st, host.worker); w.resize(*sizes[0]); w.show(); wait(300)
+    narrator = save_voice(w, ref, "The quick brown fox jumps over the lazy dog.", "Studio Narrator")
+    w.voice_panel.reload_voices(narrator.id)
+    w.editor.set_text("Good evening, and welcome to the studio. Tonight we have a very special guest. "
+                      "You won't believe who it is! It's a secret until the end.")
+    w.generate(); until(lambda: not w.generating)
+    for theme in ("light", "dark"):
+        apply_theme(app, theme); wait(300)
+        for width, height in sizes:
+            w.resize(width, height); wait(400)
+            shot(w, f"studio-{width}x{height}{suffix}-{theme}.png")
+    w.close()
+
+
+if WANTED & SCALED:  # this process runs at QT_SCALE_FACTOR=2 (see the top)
+    if "studio-200" in WANTED:
+        studio([(1180, 760)], "-200pct")
+    if "high-dpi" in WANTED:
+        w = MainWindow(s, host.worker); w.show(); wait(300)
+        voice = save_voice(w, ref, "The quick brown fox jumps over the lazy dog.", "Studio Narrator")
+        w.voice_panel.reload_voices(voice.id)
+        w.editor.set_text(SCRIPT)
+        wait(300)
+        shot(w, "high-dpi.png"); w.close()
     host.shutdown(); sys.exit(0)
+
+if "studio" in WANTED:
+    studio([(1180, 760), (1280, 720)])
 
 if "first-run" in WANTED:
     w = MainWindow(AppSettings(), host.worker); w.resize(1180, 760); w.show(); wait(800)

@@ -9,6 +9,7 @@ device) ``status`` says why and every method is a harmless no-op that reports th
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -19,6 +20,12 @@ from s2studio.audio import devices
 log = logging.getLogger(__name__)
 
 POLL_MS = 30
+DRAIN_MARGIN_SECONDS = 0.05  # after the last sample was handed to the device, before its stream closes
+
+DEVICE_GONE = ("The sound output stopped: the device was unplugged or the sound server went away. "
+               "Playback has stopped; the take is kept.")
+MIC_GONE = ("The microphone stopped: it was unplugged or the sound server went away. "
+            "The recording so far is kept.")
 
 
 class AudioService(QObject):
@@ -26,6 +33,7 @@ class AudioService(QObject):
     playback_stopped = Signal(str)  # owner
     level_changed = Signal(float, float)  # recording peak level, elapsed seconds
     recording_limit_reached = Signal()
+    recording_interrupted = Signal()  # the microphone went away: stop and keep what was recorded
     problem = Signal(str)  # a device error while starting or running
 
     def __init__(self, parent=None):
@@ -37,6 +45,7 @@ class AudioService(QObject):
         self._source: ClipSource | JitterBuffer | None = None
         self._owner = ""
         self._live_offset = 0  # where the live buffer's first sample sits in the take
+        self._finished_at: float | None = None  # when the source ran out (the device still plays its buffer)
         self._recorder: devices.Recorder | None = None
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
@@ -96,6 +105,7 @@ class AudioService(QObject):
             self.problem.emit(str(err))
             return False
         self._player, self._source, self._owner = player, source, owner
+        self._finished_at = None
         self._update_timer()
         return True
 
@@ -132,15 +142,35 @@ class AudioService(QObject):
 
     def _poll(self) -> None:
         if self._recorder is not None:
+            if self._recorder.device_lost:
+                log.warning("the microphone's stream died while recording")
+                self.problem.emit(MIC_GONE)
+                self.recording_interrupted.emit()
+                return
             self.level_changed.emit(self._recorder.level, self._recorder.elapsed_seconds)
             if self._recorder.full:
                 self.recording_limit_reached.emit()
+        if self._player is not None and self._player.device_lost:
+            log.warning("the output stream died while playing %s", self._owner)
+            self.stop()
+            self.problem.emit(DEVICE_GONE)
+            return
         source = self._source
         if isinstance(source, ClipSource):
             self.position_changed.emit(self._owner, source.position)
             if source.finished:
-                self.stop()
+                self._stop_when_heard()
         elif isinstance(source, JitterBuffer):
             self.position_changed.emit(self._owner, source.played)
             if source.drained:
-                self.stop()
+                self._stop_when_heard()
+
+    def _stop_when_heard(self) -> None:
+        """The source gave its last sample; the device still holds up to its latency of audio.
+        Closing the stream now would cut the end of the take off, so wait that long first."""
+        now = time.monotonic()
+        if self._finished_at is None:
+            self._finished_at = now
+        wait = (self._player.latency_seconds if self._player is not None else 0.0) + DRAIN_MARGIN_SECONDS
+        if now - self._finished_at >= wait:
+            self.stop()

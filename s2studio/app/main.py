@@ -74,18 +74,18 @@ def run_app(argv: list[str] | None = None) -> int:
     from s2studio.app import paths
     from s2studio.app.main_window import MainWindow
     from s2studio.app.settings import load_settings
-    from s2studio.app.theme import follow_os_theme
+    from s2studio.app.theme import apply_theme
     from s2studio.app.worker import WorkerThread
 
     app = QApplication.instance() or QApplication(list(argv) if argv is not None else sys.argv)
     app.setApplicationName("s2studio")
     app.setOrganizationName("s2studio")
     app.setStyle("Fusion")
-    follow_os_theme(app)
     icon = paths.resource("s2studio.png")
     if icon.is_file():
         app.setWindowIcon(QIcon(str(icon)))
     loaded = load_settings()
+    apply_theme(app, loaded.settings.theme)  # System / Light / Dark, from Settings
     voices = loaded.settings.voices_folder or str(paths.voices_dir())
     host = WorkerThread(voices)
     window = MainWindow(loaded.settings, host.worker, notice=loaded.notice)

@@ -47,6 +47,7 @@ from s2studio.app.requests import (
     synthesis_request,
 )
 from s2studio.app.settings import MAX_RECENT_SCRIPTS, AppSettings, save_settings
+from s2studio.app.theme import apply_theme
 from s2studio.engine.pipeline import EngineSettings
 from s2studio.engine.take import segments_of
 from s2studio.app.widgets.book_view import BookView
@@ -75,6 +76,8 @@ DEFAULT_SIZE = (1180, 760)  # the window's size when the screen has room for it
 SCREEN_SHARE = 0.92  # of the available screen, at most, for the initial window
 MINIMUM_SIZE = (360, 300)  # below the pages' own minimum they scroll; no smaller than the screen
 ENGINE, TEXT, EXPORT, SETTINGS = "engine", "text", "export", "settings"  # banner causes (see the docstring)
+CLIP_ADVICE = "clip advice"  # the notice about the clip in the voice panel (too long, too short)
+DROP = "drop"  # a dropped file that is not an audio file
 
 
 def scrollable(page: QWidget) -> QScrollArea:
@@ -112,9 +115,17 @@ def dropped_audio_path(mime) -> Path | None:
     return None
 
 
+def dropped_local_path(mime) -> Path | None:
+    """The first local file in a drag's data (audio or not), if any."""
+    if not mime.hasUrls():
+        return None
+    return next((Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile()), None)
+
+
 class _DropCatcher(QObject):
     """Application-wide filter: an audio file dropped on *any* widget (even the text editor,
-    which would otherwise paste its path) becomes the new reference."""
+    which would otherwise paste its path) becomes the new reference, a manuscript is imported
+    into the Book view, and any other file gets a banner saying why nothing happened."""
 
     def __init__(self, window: "MainWindow"):
         super().__init__(window)
@@ -125,10 +136,27 @@ class _DropCatcher(QObject):
         if kind in (QEvent.Type.DragEnter, QEvent.Type.DragMove, QEvent.Type.Drop):
             if not (isinstance(obj, QWidget) and obj.window() is self._window):
                 return False
-            if dropped_audio_path(event.mimeData()):
+            book = dropped_book_path(event.mimeData())
+            # A .md or .epub anywhere, and a .txt on the Book view, is a book to import; any other
+            # file goes to open_dropped (audio: the reference; else a banner saying why not).
+            if book is not None and (book.suffix.lower() != ".txt" or self._window.showing_book):
                 event.acceptProposedAction()
                 if kind == QEvent.Type.Drop:
-                    self._window.open_reference(dropped_audio_path(event.mimeData()))
+                    self._window.import_book(str(book))
+                return True
+            if dropped_local_path(event.mimeData()):
+                event.acceptProposedAction()
+                if kind == QEvent.Type.Drop:
+                    self._window.open_dropped(event.mimeData())
+                return True
+        return False
+            if dropped_audio_path(event.mimeData()):
+=======
+            if isinstance(obj, QWidget) and obj.window() is self._window and dropped_local_path(event.mimeData()):
+>>>>>>> studio
+                event.acceptProposedAction()
+                if kind == QEvent.Type.Drop:
+                    self._window.open_dropped(event.mimeData())
                 return True
             book = dropped_book_path(event.mimeData())
             # A .txt dropped on the studio is a script for the editor; on the Book view, and an
@@ -271,7 +299,8 @@ class MainWindow(QMainWindow):
         self.voice_panel.save_requested.connect(self.save_voice)
         self.voice_panel.problem.connect(self.show_problem)
         self.voice_panel.problem_gone.connect(self.error_banner.dismiss)
-        self.voice_panel.notice.connect(self.show_notice)
+        self.voice_panel.notice.connect(lambda text: self.notice_banner.show_message(text, CLIP_ADVICE))
+        self.voice_panel.notice_gone.connect(lambda: self.notice_banner.dismiss(CLIP_ADVICE))
         self.voice_panel.library_requested.connect(self.open_voice_library)
         splitter.addWidget(self.voice_panel)
         right = QWidget()
@@ -285,9 +314,12 @@ class MainWindow(QMainWindow):
         self.script_splitter.addWidget(self.editor)
         self.script_splitter.addWidget(self.segments_view)
         self.script_splitter.setChildrenCollapsible(False)
-        self.script_splitter.setSizes([150, 270])
-        rl.addWidget(self.script_splitter, 3)
-        self.speakers = SpeakerPanel(self.library)  # shown while the script has <|speaker:N|> tags
+        # at the default 1180×760 the script shows ~5 lines and the table 8+ sentences (issue 26)
+        self.script_splitter.setSizes([150, 330])
+        rl.addWidget(self.script_splitter, 5)
+        # shown while the script has <|speaker:N|> tags; its choices are kept in the settings
+        self.speakers = SpeakerPanel(self.library, chosen=self.settings.speaker_voices)
+        self.speakers.choices_changed.connect(self._remember_speaker_voices)
         self.editor.text_changed.connect(lambda: self.speakers.update_script(self.editor.text()))
         self.speakers.rows_changed.connect(self._order_speaker_combos)
         rl.addWidget(self.speakers)
@@ -300,7 +332,7 @@ class MainWindow(QMainWindow):
         self.output.problem.connect(lambda text: self.show_problem(text, EXPORT))
         self.output.exported.connect(self._on_exported)
         self.output.take_shown.connect(self._on_take_shown)
-        rl.addWidget(self.output, 4)
+        rl.addWidget(self.output, 3)
         splitter.addWidget(right)
         splitter.setChildrenCollapsible(False)  # a panel dragged to nothing is hard to find again
         splitter.setSizes([400, 780])
@@ -358,9 +390,11 @@ class MainWindow(QMainWindow):
         """The shortcuts are the menu actions' (see ``_build_menus``)."""
 
     def _build_tab_order(self) -> None:
-        """Script first, then what acts on it, then the output, then the voice panel."""
+        """Script first, then its sentences (the table right under it; Tab leaves the table, the
+        arrows move in it), then what acts on the script, then the output, then the voice panel."""
         vp, out = self.voice_panel, self.output
-        chain = [self.editor.edit, *self.editor.tag_buttons.values(), self.generate_bar.button,
+        chain = [self.editor.edit, self.segments_view.table, *self.editor.tag_buttons.values(),
+                 self.generate_bar.button,
                  out.play_button, out.export_button, out.history, out.replay_button,
                  out.reexport_button, vp.voice_list, vp.rename_button, vp.delete_button, vp.library_button,
                  vp.open_button,
@@ -502,9 +536,18 @@ class MainWindow(QMainWindow):
 
     def apply_settings(self, settings: AppSettings) -> None:
         engine_changed = _engine_identity(settings) != _engine_identity(self.settings)
+        theme_changed = settings.theme != self.settings.theme
         self._store_settings(settings)
+        if theme_changed:
+            apply_theme(QApplication.instance(), settings.theme)
         if engine_changed:  # e.g. another model file: the last engine error was about the old one
             self.error_banner.dismiss(ENGINE)
+
+    def _remember_speaker_voices(self, choices: dict) -> None:
+        """Saved at once: a speaker's voice is chosen rarely and should survive a crash too."""
+        s = self.settings.copy()
+        s.speaker_voices = choices
+        self._store_settings(s)
 
     def _use_seed(self, seed: int) -> None:
         """A take's "Reuse seed": the next takes use its seed, locked."""
@@ -630,8 +673,8 @@ class MainWindow(QMainWindow):
 
     def stop(self) -> None:
         if self.generating:
+            self.audio.stop()  # first: the speakers go quiet now, whatever cancelling costs
             self.worker.cancel()  # thread-safe, direct: a queued call would wait behind the job
-            self.audio.stop()
             self.statusBar().showMessage("Stopping…")
 
     def save_voice(self, samples, transcript: str, name: str, replace_id: str | None = None) -> None:
@@ -765,14 +808,27 @@ class MainWindow(QMainWindow):
 
     # ---- window -----------------------------------------------------------------------------
     def dragEnterEvent(self, event) -> None:
-        if dropped_audio_path(event.mimeData()):
+        if dropped_local_path(event.mimeData()):
             event.acceptProposedAction()
 
     def dropEvent(self, event) -> None:
-        path = dropped_audio_path(event.mimeData())
-        if path:
-            self.open_reference(path)
+        if dropped_local_path(event.mimeData()):
+            self.open_dropped(event.mimeData())
             event.acceptProposedAction()
+
+    def open_dropped(self, mime) -> None:
+        """A dropped audio file becomes the reference; anything else is named in a banner."""
+        path = dropped_audio_path(mime)
+        if path is not None:
+            self.error_banner.dismiss(DROP)
+            self.open_reference(path)
+            return
+        other = dropped_local_path(mime)
+        if other is not None:
+            kinds = ", ".join(SUPPORTED_EXTENSIONS)
+            self.show_problem(f"{other} is not an audio file s2studio can use as a reference clip "
+                              f"(it opens {kinds}). Scripts open with File ▸ Open script…; books (.epub, .md) are "
+                              "imported when dropped, and a .txt on the Book view.", DROP)
 
     def open_reference(self, path: Path) -> None:
         self.pages.setCurrentIndex(STUDIO_PAGE if self.settings.model_path else self.pages.currentIndex())

@@ -36,6 +36,8 @@ _BACKUP_RE = r"\.corrupt(?:-(\d{8}-\d{6})(?:-(\d+))?)?"
 TOKENIZER_MODES = tuple(TokenizerMode.choices())
 CODEC_MODES = tuple(CodecMode.choices())
 ENGINES = ("local", "server")  # the model on this computer, or on `s2studio serve` elsewhere
+THEMES = ("system", "light", "dark")  # app/theme.py; "system" follows the OS colour scheme
+MAX_SPEAKER_VOICES = 64  # remembered speaker -> voice choices (a script has a handful of speakers)
 MAX_RECENT_SCRIPTS = 10  # File ▸ Recent scripts
 
 
@@ -84,11 +86,16 @@ class AppSettings:
     book_folder: str = ""
     window_geometry: str = ""
     splitter_states: list = field(default_factory=list)
+    # look: "system", "light" or "dark" (app/theme.py)
+    theme: str = "system"
+    # the Speakers panel's choices: speaker number (as text, JSON keys are strings) -> voice id
+    speaker_voices: dict = field(default_factory=dict)
 
     def copy(self) -> "AppSettings":
         return dataclasses.replace(self, recent_texts=list(self.recent_texts),
                                    recent_scripts=list(self.recent_scripts),
-                                   splitter_states=list(self.splitter_states))
+                                   splitter_states=list(self.splitter_states),
+                                   speaker_voices=dict(self.speaker_voices))
 
     @property
     def uses_server(self) -> bool:
@@ -122,6 +129,8 @@ def _coerce(value, default):
         return value if isinstance(value, str) else None
     if isinstance(default, list):
         return list(value) if isinstance(value, list) else None
+    if isinstance(default, dict):
+        return dict(value) if isinstance(value, dict) else None
     return None
 
 
@@ -147,7 +156,24 @@ def settings_from_dict(data: dict) -> tuple[AppSettings, list[str]]:
     if not all(isinstance(p, str) for p in settings.recent_scripts):
         bad.append("recent_scripts")
     settings.recent_scripts = [p for p in settings.recent_scripts if isinstance(p, str)][:MAX_RECENT_SCRIPTS]
+    if settings.theme not in THEMES:
+        settings.theme, bad = "system", bad + ["theme"]
+    speaker_voices = valid_speaker_voices(settings.speaker_voices)
+    if speaker_voices != settings.speaker_voices:
+        bad.append("speaker_voices")
+    settings.speaker_voices = speaker_voices
     return settings, bad
+
+
+def valid_speaker_voices(data: dict) -> dict:
+    """The usable entries of a speaker -> voice id mapping: a speaker number 0..9999 as text, a
+    voice id as non-empty text of at most 200 characters (the library checks it when used)."""
+    kept = {}
+    for speaker, voice_id in data.items():
+        if (isinstance(speaker, str) and speaker.isascii() and speaker.isdigit() and len(speaker) <= 4
+                and isinstance(voice_id, str) and 0 < len(voice_id) <= 200):
+            kept[str(int(speaker))] = voice_id
+    return dict(list(kept.items())[:MAX_SPEAKER_VOICES])
 
 
 def load_settings(path: Path | None = None) -> LoadedSettings:

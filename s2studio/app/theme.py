@@ -1,4 +1,9 @@
-"""Light and dark palettes that follow the OS colour scheme (Qt ≥ 6.5 reports it)."""
+"""Light and dark palettes: chosen in Settings (System / Light / Dark) and remembered.
+
+"System" follows the OS colour scheme where Qt (≥ 6.5) can read it; where it cannot (no desktop
+portal, a bare X server) it reports "unknown" and the light palette is used, which is why the
+choice exists at all: following the OS alone left some desktops with no way to get dark.
+"""
 
 from __future__ import annotations
 
@@ -39,15 +44,33 @@ def _light_palette() -> QPalette:
     }, "#9aa1a9")
 
 
-def is_dark(app: QGuiApplication) -> bool:
+THEMES = {"system": "System", "light": "Light", "dark": "Dark"}  # settings word -> what the user sees
+
+
+def os_is_dark(app: QGuiApplication) -> bool:
     return app.styleHints().colorScheme() == Qt.ColorScheme.Dark
+
+
+def is_dark(app: QGuiApplication) -> bool:
+    """Whether the theme in use is the dark one."""
+    choice = app.property("s2studio_theme") or "system"
+    return choice == "dark" or (choice == "system" and os_is_dark(app))
 
 
 def apply_palette(app: QGuiApplication) -> None:
     app.setPalette(_dark_palette() if is_dark(app) else _light_palette())
 
 
-def follow_os_theme(app: QGuiApplication) -> None:
-    """Apply now and again whenever the OS switches between light and dark."""
+def apply_theme(app: QGuiApplication, choice: str) -> None:
+    """Use the theme ``choice`` ("system", "light" or "dark"; anything else is "system") now;
+    with "system" the palette changes again whenever the OS switches between light and dark."""
+    app.setProperty("s2studio_theme", choice if choice in THEMES else "system")
+    if not app.property("s2studio_theme_hooked"):  # one connection, whatever the number of calls
+        app.setProperty("s2studio_theme_hooked", True)
+        app.styleHints().colorSchemeChanged.connect(lambda _scheme: apply_palette(app))
     apply_palette(app)
-    app.styleHints().colorSchemeChanged.connect(lambda _scheme: apply_palette(app))
+
+
+def follow_os_theme(app: QGuiApplication) -> None:
+    """The "system" theme: the OS's light or dark scheme."""
+    apply_theme(app, "system")

@@ -31,6 +31,10 @@ from s2studio.errors import S2Error
 log = logging.getLogger(__name__)
 
 MAX_RECORDING_SECONDS = 120.0
+# What the device may hold ahead of the speaker. PortAudio's "high" default let PulseAudio
+# buffer ~330 ms, all of which was still heard after Stop (tests/app/test_real_sound.py); at
+# 60 ms Stop is silent within 100 ms and a busy machine still keeps the callback fed.
+OUTPUT_LATENCY_SECONDS = 0.06
 
 _backend = None
 _backend_error: "AudioDeviceError | None" = None
@@ -176,6 +180,7 @@ class OutputPlayer:
         try:
             self._stream = sd.OutputStream(samplerate=self.sample_rate, channels=1, dtype="float32",
                                            blocksize=self._blocksize, callback=self._callback,
+                                           latency=OUTPUT_LATENCY_SECONDS,
                                            device=_device_index(self._device_name, outputs))
             self._stream.start()
         except Exception as err:
@@ -186,11 +191,31 @@ class OutputPlayer:
     def active(self) -> bool:
         return self._stream is not None
 
+    @property
+    def device_lost(self) -> bool:
+        """The stream died under us: the device was unplugged or the sound server went away.
+        PortAudio marks such a stream inactive (its callback is never called again); a stream we
+        stopped ourselves is None here, so this is never true after ``stop()``."""
+        stream = self._stream
+        return stream is not None and not stream.active
+
+    @property
+    def latency_seconds(self) -> float:
+        """How long a sample takes from ``read`` to the speaker (0 when not playing)."""
+        stream = self._stream
+        try:
+            return float(stream.latency) if stream is not None else 0.0
+        except Exception:  # a dead stream may not answer
+            return 0.0
+
     def stop(self) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:
             try:
-                stream.stop()
+                # abort, not stop: PortAudio's stop plays out what the device has buffered (a few
+                # hundred ms through PulseAudio), and Stop must silence the speakers at once; the
+                # end of a clip is not lost, AudioService waits out the latency before this.
+                stream.abort()
                 stream.close()
             except Exception as err:  # closing a vanished device must not take the app down
                 log.warning("closing the output stream failed: %s", err)
@@ -245,6 +270,15 @@ class Recorder:
     @property
     def recording(self) -> bool:
         return self._stream is not None
+
+    @property
+    def device_lost(self) -> bool:
+        """The stream died under us: the device was unplugged or the sound server went away.
+        PortAudio marks such a stream inactive (its callback is never called again); a stream we
+        stopped ourselves is None here, so this is never true after ``stop()``."""
+        stream = self._stream
+        return stream is not None and not stream.active
+
 
     @property
     def level(self) -> float:

@@ -63,7 +63,7 @@ class StreamResponse(Protocol):
 
 OFFLINE_MESSAGE = ("Could not reach huggingface.co: this computer seems to be offline (or a firewall blocks it). "
                    "Try again when you are online, or download the files on another computer and choose them "
-                   "(in the app: the buttons below; on the command line: -m FILE).")
+                   "(in the app: “Choose model file…” and “Choose tokenizer.json…” above; on the command line: -m FILE).")
 
 
 def _explain(err: BaseException) -> str:
@@ -72,7 +72,7 @@ def _explain(err: BaseException) -> str:
     if name == "OfflineModeIsEnabled":
         return "Downloads are switched off (HF_HUB_OFFLINE is set). Choose files that are already on this computer."
     if name in ("RepositoryNotFoundError", "EntryNotFoundError", "RemoteEntryNotFoundError", "RevisionNotFoundError"):
-        return f"The file is not on Hugging Face where expected ({detail}). Download it by hand and choose it (in the app: below; on the command line: -m FILE)."
+        return f"The file is not on Hugging Face where expected ({detail}). Download it by hand and choose it (in the app: the buttons above; on the command line: -m FILE)."
     if name == "GatedRepoError":
         return "This Hugging Face repository needs you to log in and accept its licence first."
     if name in ("RemoteProtocolError", "ReadError") or "peer closed" in str(err):

@@ -79,8 +79,18 @@ class _FakeStream:
         if self._thread is not None:
             self._thread.join(2)
 
+    @property
+    def active(self):  # as PortAudio's: running, not stopped and not dead
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
+
+    @property
+    def latency(self):
+        return self.blocksize / self.samplerate
+
     def close(self):
         self._stop.set()
+
+    abort = stop
 
 
 class FakeOutputStream(_FakeStream):

@@ -35,11 +35,11 @@ def test_script_has_the_first_focus_and_tab_leaves_text_boxes(make_window, fast_
     window.editor.edit.moveCursor(window.editor.edit.textCursor().MoveOperation.End)
     qtbot.keyClick(window.editor.edit, Qt.Key.Key_Tab)
     assert window.editor.text() == "Hello" and QApplication.focusWidget() is not window.editor.edit
-    # the tags come after the script, and the chain goes on to Generate
+    # the sentence table (under the script) comes next, then the tags, and on to Generate
     tags = list(window.editor.tag_buttons.values())
-    assert QApplication.focusWidget() is tags[0]
+    assert QApplication.focusWidget() is window.segments_view.table
     chain = _tab_stops(window.editor.edit)
-    assert chain[:len(tags)] == tags
+    assert chain[0] is window.segments_view.table and chain[1:1 + len(tags)] == tags
     assert chain.index(window.generate_bar.button) < chain.index(window.voice_panel.voice_list)
     panel = window.voice_panel
     panel.transcript.setFocus()

@@ -69,14 +69,15 @@ def test_rename_delete_import_and_export(make_window, fast_settings, tmp_path):
     assert profile.transcript == "One two three."
     new_id = dialog.import_voice(exported)
     imported = window.library.get(new_id)
-    assert imported.info.name == "shared" and np.array_equal(imported.codes, profile.codes)
+    # named as it was saved (the export's sidecar), made unique: the original is still there
+    assert imported.info.name == "Alicia (2)" and np.array_equal(imported.codes, profile.codes)
     assert dialog.selected_id() == new_id and new_id in window.voice_panel.voice_ids()
     write_s2voice(tmp_path / "Alicia.s2voice", profile)  # a name taken: the import gets another
-    assert window.library.get(dialog.import_voice(str(tmp_path / "Alicia.s2voice"))).info.name == "Alicia (2)"
+    assert window.library.get(dialog.import_voice(str(tmp_path / "Alicia.s2voice"))).info.name == "Alicia (3)"
     dialog.confirm = lambda question: False
     dialog.delete_selected()
     assert len(window.library.list()) == 3
-    dialog.confirm = lambda question: "Alicia (2)" in question
+    dialog.confirm = lambda question: "Alicia (3)" in question  # the one selected: the last imported
     dialog.delete_selected()
     assert len(window.library.list()) == 2 and len(window.voice_panel.voice_ids()) == 2
     assert len(dialog.visible_ids()) == 2

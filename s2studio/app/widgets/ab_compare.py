@@ -53,10 +53,13 @@ class ABCompareDialog(QDialog):
         self.hint = QLabel("Switching A ↔ B while playing continues at the same moment.")
         grid.addWidget(self.hint, 4, 0, 1, 2)
         can_play = audio.status.can_play
+        reason = audio.status.reason or "No sound output was found."
         for b in self.play_buttons.values():
             b.setEnabled(can_play)
-            if not can_play:
-                b.setToolTip(audio.status.reason or "No sound output")
+            b.setToolTip("" if can_play else reason)
+        if not can_play:  # a disabled button's tooltip is easy to miss: say it where one looks
+            self.hint.setText(f"Playing is not possible: {reason} You can still keep either version.")
+            self.hint.setWordWrap(True)
         audio.position_changed.connect(self._on_position)
         audio.playback_stopped.connect(self._on_stopped)
 

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from s2studio.app.audio_service import AudioService
 from s2studio.app.widgets.waveform import WaveformView
 from s2studio.app import export
+from s2studio.app.seed_text import short_seed
 from s2studio.audio.atomic_file import OutputPathError
 
 OWNER = "output"
@@ -54,7 +55,11 @@ class Take:
         text = self.text if len(self.text) <= 40 else self.text[:39] + "…"
         stamp = time.strftime("%H:%M:%S", time.localtime(self.created))
         stopped = " (stopped)" if self.stopped else ""
-        return f"{stamp} · {self.voice} · seed {self.seed} · {self.seconds:.1f} s{stopped} — “{text}”"
+        return f"{stamp} · {self.voice} · seed {short_seed(self.seed)} · {self.seconds:.1f} s{stopped} — “{text}”"
+
+    def details(self) -> str:
+        """The Takes list's tooltip: what the row shortens."""
+        return f"{self.text}\nseed {self.seed} · {self.params}"
 
 
 def _clock(seconds: float) -> str:
@@ -150,7 +155,7 @@ class OutputPanel(QWidget):
         if take is not None:
             self.takes.append(take)
             item = QListWidgetItem(take.summary())
-            item.setToolTip(f"{take.text}\n{take.params}")
+            item.setToolTip(take.details())
             self.current = take  # before the row changes: the new row is this take, already shown
             self.history.addItem(item)
             self.history.setCurrentRow(self.history.count() - 1)
@@ -171,7 +176,7 @@ class OutputPanel(QWidget):
         """A take made earlier (a restored project): listed, not shown."""
         self.takes.append(take)
         item = QListWidgetItem(take.summary())
-        item.setToolTip(f"{take.text}\n{take.params}")
+        item.setToolTip(take.details())
         self.history.addItem(item)
         self._update_buttons(self._generating)
 
@@ -184,6 +189,7 @@ class OutputPanel(QWidget):
         was_current = self.current is self.takes[row]
         self.takes[row] = take
         self.history.item(row).setText(take.summary())
+        self.history.item(row).setToolTip(take.details())
         if was_current:
             self.show_take(take)
 

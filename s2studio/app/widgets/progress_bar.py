@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QWidget
 
 from s2studio.app.requests import GenerationProgress
+from s2studio.app.widgets.elided_label import ElidedLabel
 from s2studio.app.progress_eta import clock
 
 
@@ -26,10 +27,9 @@ class GenerateBar(QWidget):
         self.progress = QProgressBar()
         self.progress.setTextVisible(True)
         self.progress.hide()
-        self.stats = QLabel("")
-        # A long statistics line may be cut, but must not widen the window (the page then needed a
-        # horizontal scroll bar once a take had been made in a narrow window).
-        self.stats.setMinimumWidth(1)
+        # A long statistics line ends in "…" (its tooltip has it all) and never widens the window
+        # (the page then needed a horizontal scroll bar once a take had been made in a narrow window).
+        self.stats = ElidedLabel("")
         row.addWidget(self.button)
         row.addWidget(self.progress, 2)  # wide enough for "Segment 2/5 · 40 % · 0:31 left"
         row.addWidget(self.stats, 3)
@@ -60,4 +60,4 @@ class GenerateBar(QWidget):
             left = f" · {clock(estimate.remaining_s)} left" if estimate.remaining_s is not None else ""
             self.progress.setFormat(f"Segment {p.segment}/{p.segment_count} · {estimate.segment_percent} %{left}")
             self.stats.setText(f"{describe_progress(p)} · {estimate.describe()}")
-        self.stats.setToolTip(self.stats.text())
+        # (the ElidedLabel's tooltip is its whole text)

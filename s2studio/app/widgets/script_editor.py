@@ -35,6 +35,15 @@ def estimated_seconds(text: str) -> float:
     return len(spoken.strip()) / CHARS_PER_SECOND
 
 
+def describe_estimate(seconds: float) -> str:
+    """The estimate in words: "under 1 s" for a word or two (not "about 0 s")."""
+    if seconds <= 0:
+        return "no speech yet"
+    if seconds < 1:
+        return "under 1 s of speech (estimate)"
+    return f"about {seconds:.0f} s of speech (estimate)"
+
+
 class TagHighlighter(QSyntaxHighlighter):
     def __init__(self, document):
         super().__init__(document)
@@ -94,13 +103,17 @@ class ScriptEditor(QWidget):
         self.edit.setPlainText(text)
 
     def insert_tag(self, tag: str) -> None:
+        """``tag`` at the cursor, with one space on each side: none added where the text already
+        has one (so no double spaces), none at the start of a line."""
         cursor = self.edit.textCursor()
-        before = self.text()[cursor.position() - 1:cursor.position()] if cursor.position() else ""
-        cursor.insertText(("" if not before or before.isspace() else " ") + tag + " ")
+        text, position = self.text(), cursor.position()
+        before = text[position - 1:position] if position else ""
+        after = text[position:position + 1]
+        cursor.insertText(("" if not before or before.isspace() else " ") + tag
+                          + ("" if after.isspace() and after else " "))
         self.edit.setTextCursor(cursor)
         self.edit.setFocus()
 
     def _update_stats(self) -> None:
         text = self.text()
-        seconds = estimated_seconds(text)
-        self.stats.setText(f"{character_count(text)} characters · about {seconds:.0f} s of speech (estimate)")
+        self.stats.setText(f"{character_count(text)} characters · {describe_estimate(estimated_seconds(text))}")

@@ -24,6 +24,8 @@ from PySide6.QtWidgets import (
 )
 
 from s2studio.app.project import ProjectTake
+from s2studio.app.seed_text import short_seed
+from s2studio.app.widgets.elided_label import ElidedLabel
 from s2studio.app.widgets.flow_layout import FlowRow
 
 NUMBER, TEXT, VERSION, LOCK = range(4)
@@ -56,8 +58,7 @@ class SegmentsView(QWidget):
         self._filling = False
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        self.title = QLabel("Sentences")
-        self.title.setMinimumWidth(1)
+        self.title = ElidedLabel("Sentences")  # a long title ends in "…"; the tooltip has it all
         layout.addWidget(self.title)
         self.table = QTableWidget(0, 4)
         self.table.setHorizontalHeaderLabels(["#", "Sentence", "Version", "Lock"])
@@ -66,6 +67,12 @@ class SegmentsView(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setWordWrap(True)
+        # Tab leaves the table (to the next control) instead of walking its every cell; the arrow
+        # keys move between sentences
+        self.table.setTabKeyNavigation(False)
+        # one line of text a row (a long sentence is elided; its tooltip and the script have it
+        # all): compact rows show 8+ sentences at the default window size
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().lineSpacing() + 8)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(NUMBER, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(TEXT, QHeaderView.ResizeMode.Stretch)
@@ -130,10 +137,11 @@ class SegmentsView(QWidget):
         self.take = take
         stamp = time.strftime("%H:%M:%S", time.localtime(take.created))
         locked = sum(s.locked for s in take.sentences)
-        self.title.setText(f"Take of {stamp} · {take.voice_label or 'model voice'} · seed {take.base_seed} · "
+        self.title.setText(f"Take of {stamp} · {take.voice_label or 'model voice'} · seed {short_seed(take.base_seed)} · "
                            f"{len(take.sentences)} sentence(s)" + (f", {locked} locked" if locked else "")
                            + (" · the script has changed since: Generate makes a new take" if self.script_differs
                               else ""))
+        self.title.setToolTip(f"{self.title.text()}\n(seed {take.base_seed})")  # the whole seed
         self._fill([(s.text, version_text(take, i), s.locked) for i, s in enumerate(take.sentences)])
 
     def _fill(self, rows: list[tuple[str, str, bool | None]]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 from PySide6.QtCore import QObject, Qt, Signal
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from s2studio.app.settings import AppSettings
+from s2studio.app.theme import THEMES
 from s2studio.audio import devices
 from s2studio.engine.modes import CodecMode, TokenizerMode
 
@@ -46,6 +48,15 @@ def _path_row(edit: QLineEdit, on_browse) -> QWidget:
     row.addWidget(button)
     return w
 
+
+
+def logical_cores() -> int:
+    """Cores this process may run on, as engine/threads.py counts them (that module imports
+    torch, which the window must not): more threads than these only slow generation down."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # macOS, Windows
+        return os.cpu_count() or 4
 
 class ServerProbe(QObject):
     """Asks a server for its ``/health`` (and whether the key opens ``/voices``) off the UI
@@ -129,8 +140,10 @@ class SettingsDialog(QDialog):
         lrow.addWidget(self.gpu_layers_all)
         form.addRow("GPU layers:", layers)
         self.threads = QSpinBox()
-        self.threads.setRange(0, 256)
+        cores = logical_cores()
+        self.threads.setRange(0, cores)  # more than the cores is clamped by the engine anyway
         self.threads.setSpecialValueText("all cores")
+        self.threads.setToolTip(f"This computer has {cores} logical core(s); 0 uses them all.")
         self.threads.setValue(s.threads)
         form.addRow("CPU threads:", self.threads)
         self.codec_mode = QComboBox()
@@ -222,7 +235,18 @@ class SettingsDialog(QDialog):
             form.addRow(note)
         tabs.addTab(audio, "Audio")
 
-        tabs.addTab(self._build_engine_tab(s, api_keys), "Engine")
+        look = QWidget()
+        form = QFormLayout(look)
+        self.theme = QComboBox()
+        for word, shown in THEMES.items():
+            self.theme.addItem(shown, word)
+        self.theme.setCurrentIndex(max(0, self.theme.findData(s.theme)))
+        self.theme.setToolTip("System follows the operating system's light or dark setting where it reports "
+                              "one (otherwise light)")
+        form.addRow("Theme:", self.theme)
+        tabs.addTab(look, "Appearance")
+
+        tabs.addTab(self._build_engine_tab(s, api_keys), "Engine")  # last: accept() shows it on a bad address
         self.tabs = tabs
 
         layout = QVBoxLayout(self)
@@ -367,7 +391,7 @@ class SettingsDialog(QDialog):
             return False
         d = AppSettings()
         for combo, value in ((self.tokenizer_mode, d.tokenizer_mode), (self.codec_mode, d.codec_mode),
-                             (self.input_device, d.input_device), (self.output_device, d.output_device)):
+                             (self.theme, d.theme), (self.input_device, d.input_device), (self.output_device, d.output_device)):
             combo.setCurrentIndex(max(0, combo.findData(value)))
         self.device.setCurrentIndex(max(0, self.device.findData(d.device)))
         self.gpu_layers_all.setChecked(d.gpu_layers < 0)
@@ -406,6 +430,7 @@ class SettingsDialog(QDialog):
         s.dynamic_normalize = self.dynamic_normalize.isChecked()
         s.input_device = self.input_device.currentData()
         s.output_device = self.output_device.currentData()
+        s.theme = self.theme.currentData()
         s.engine = self.engine_kind.currentData()
         url = self.server_url.text().strip()
         if url:

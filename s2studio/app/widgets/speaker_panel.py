@@ -2,7 +2,8 @@
 
 Hidden while the script has no speaker tags. A speaker left on "Voice panel's choice" is
 spoken in whatever the voice panel has selected; see engine/take.py for how a dialogue is made.
-The choices survive edits of the script (a speaker that disappears and comes back keeps its voice).
+The choices survive edits of the script (a speaker that disappears and comes back keeps its voice)
+and, through the settings (``speaker_voices``), a restart: ``choices_changed`` says when to store them.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ PANEL_CHOICE = ""  # combo data: no saved voice, the voice panel's choice
 
 class SpeakerPanel(QGroupBox):
     rows_changed = Signal()  # the combos were rebuilt (the window puts them in the tab order)
+    choices_changed = Signal(dict)  # speaker number as text -> voice id: what the settings keep
 
-    def __init__(self, library, parent=None):
+    def __init__(self, library, parent=None, chosen: dict | None = None):
         super().__init__("Speakers", parent)
         self.library = library
         self.setToolTip("Each <|speaker:N|> of the script is spoken in the voice chosen here.")
         self._form = QFormLayout(self)
         self.combos: dict[int, QComboBox] = {}
-        self._chosen: dict[int, str] = {}  # speaker -> voice id, remembered across edits
+        # speaker -> voice id, remembered across edits (and restarts: ``chosen`` from the settings)
+        self._chosen: dict[int, str] = {int(n): v for n, v in (chosen or {}).items()}
         self._speakers: list[int] = []
         self.hint_shown = False  # "no saved voices yet"
         self._voices: list[tuple[str, str]] = []  # (id, name)
@@ -74,6 +77,11 @@ class SpeakerPanel(QGroupBox):
             self._chosen[speaker] = voice_id
         else:
             self._chosen.pop(speaker, None)
+        self.choices_changed.emit(self.choices())
+
+    def choices(self) -> dict:
+        """Every remembered choice (also of speakers not in the script now), for the settings."""
+        return {str(n): v for n, v in sorted(self._chosen.items())}
 
     def set_voice(self, speaker: int, voice_id: str) -> None:
         combo = self.combos[speaker]

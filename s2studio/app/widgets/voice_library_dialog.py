@@ -33,7 +33,15 @@ from PySide6.QtWidgets import (
 from s2studio.app.widgets.error_banner import Banner
 from s2studio.audio import CODEC_SAMPLE_RATE, read_audio
 from s2studio.audio.atomic_file import atomic_output, check_output_path
-from s2studio.engine.voices import VOICE_SUFFIX, encode_s2voice, read_s2voice
+from s2studio.engine.voices import (
+    SIDECAR_SUFFIX,
+    VOICE_SUFFIX,
+    encode_s2voice,
+    is_voice_sidecar,
+    name_sidecar_bytes,
+    read_s2voice,
+    saved_name_beside,
+)
 from s2studio.errors import S2Error
 
 OWNER = "library"  # the audio service's owner name for the preview
@@ -241,13 +249,14 @@ class VoiceLibraryDialog(QDialog):
         self._done_change("")
 
     def import_voice(self, path: str | None = None) -> str | None:
-        """Add an .s2voice file to the library (its name: the file's, made unique); the new id."""
+        """Add an .s2voice file to the library; the new id. Its name: the one it was saved under
+        (the sidecar an export writes beside it), else the file's; made unique."""
         path = path or self.ask_open_path()
         if not path:
             return None
         try:
             profile = read_s2voice(path)  # validates the whole file first
-            info = self.library.save(None, profile.codes, profile.transcript, name=self._free_name(Path(path).stem),
+            info = self.library.save(None, profile.codes, profile.transcript, name=self._free_name(saved_name_beside(path, profile) or Path(path).stem),
                                      sample_rate=profile.sample_rate, codebook_size=profile.codebook_size)
         except (S2Error, OSError) as err:
             self.banner.show_message(str(err) if isinstance(err, S2Error) else
@@ -267,9 +276,15 @@ class VoiceLibraryDialog(QDialog):
             path += VOICE_SUFFIX
         try:
             check_output_path(path)
-            data = encode_s2voice(self.library.get(info.id).profile)
+            profile = self.library.get(info.id).profile
+            data = encode_s2voice(profile)
             with atomic_output(path) as fh:
                 fh.write(data)
+            # the name travels beside it (s2.cpp's file has no room for one); never over another .json
+            sidecar = str(Path(path).with_suffix(SIDECAR_SUFFIX))
+            if is_voice_sidecar(sidecar):
+                with atomic_output(sidecar) as fh:
+                    fh.write(name_sidecar_bytes(profile, info.name))
         except (S2Error, OSError) as err:
             self.banner.show_message(str(err) if isinstance(err, S2Error) else
                                      f"Could not write {path}: {err.strerror or err}")

@@ -91,6 +91,7 @@ class VoicePanel(QWidget):
     problem = Signal(str, str)  # message, cause
     problem_gone = Signal(str)  # cause
     notice = Signal(str)  # advice, not an error: a clip to trim, a very short clip
+    notice_gone = Signal()  # that advice was about a clip no longer in the panel (or now saved)
     library_requested = Signal()  # "Library…": the window opens the voice library
 
     def __init__(self, library: VoiceLibrary, audio: AudioService, parent=None):
@@ -164,6 +165,16 @@ class VoicePanel(QWidget):
         self.transcript.setTabChangesFocus(True)  # a transcript has no tabs; Tab must not trap the focus
         self.transcript.textChanged.connect(self._on_transcript_changed)
         rb.addWidget(self.transcript)
+        # The transcript must say what the *kept part* says: when the part changes after it was
+        # written (a long clip trimmed, its .txt still the whole clip's), it is marked for review
+        # until it is edited.
+        self._transcript_region: tuple[int, int] | None = None
+        self.transcript_needs_review = False
+        self.review_label = WrappingLabel("The part kept has changed: check that the transcript says exactly "
+                                          "what is said in it (edit it to clear this note).")
+        self.review_label.setStyleSheet("color: #b26a00;")
+        self.review_label.hide()
+        rb.addWidget(self.review_label)
         row = QHBoxLayout()
         self.name_edit = QLineEdit()
         self.name_edit.setPlaceholderText("Voice name")
@@ -176,6 +187,7 @@ class VoicePanel(QWidget):
 
         audio.level_changed.connect(self._on_level)
         audio.recording_limit_reached.connect(lambda: self.record_button.setChecked(False))
+        audio.recording_interrupted.connect(lambda: self.record_button.setChecked(False))  # keeps the part recorded
         audio.position_changed.connect(self._on_position)
         audio.playback_stopped.connect(self._on_playback_stopped)
         self.apply_audio_status()
@@ -246,6 +258,18 @@ class VoicePanel(QWidget):
     def _on_transcript_changed(self) -> None:
         if self.transcript.toPlainText().strip():
             self.problem_gone.emit(TRANSCRIPT)
+        self._transcript_region = self._kept_range()  # written (or edited) for the part kept now
+        self._mark_transcript_review(False)
+
+    def _kept_range(self) -> tuple[int, int] | None:
+        if self._reference is None:
+            return None
+        return tuple(self.waveform.selection) if self.waveform.selection else (0, len(self._reference))
+
+    def _mark_transcript_review(self, needed: bool) -> None:
+        self.transcript_needs_review = needed
+        self.review_label.setVisible(needed)
+        self.transcript.setStyleSheet("QPlainTextEdit { border: 2px solid #e0a030; }" if needed else "")
 
     def rename_selected(self) -> None:
         key = self.current_item_key()
@@ -321,7 +345,7 @@ class VoicePanel(QWidget):
             self.problem.emit(str(err), CLIP)
             return False
         self.set_reference(samples, path.name, transcript_beside(path), name=path.stem)
-        self._advise_on_length(len(samples) / CODEC_SAMPLE_RATE)
+        self._advise_on_length(len(samples) / CODEC_SAMPLE_RATE)  # a long clip: trimmed, so review
         return True
 
     def _advise_on_length(self, seconds: float) -> None:
@@ -341,10 +365,13 @@ class VoicePanel(QWidget):
         """A new clip starts afresh: its own transcript ("" if none was found) and its own name —
         never the previous clip's, which Generate would otherwise silently use."""
         self.audio.stop()
+        self.notice_gone.emit()  # advice about the previous clip ("it is 90 s long") no longer applies
         self._reference = np.asarray(samples, np.float32)
         self._reference_label = label
         self.waveform.set_audio(self._reference, CODEC_SAMPLE_RATE)
-        self.transcript.setPlainText(transcript)
+        self.transcript.setPlainText(transcript)  # for the whole clip, the part kept now
+        self._transcript_region = self._kept_range()
+        self._mark_transcript_review(False)
         self.name_edit.setText(name)
         self.problem_gone.emit(CLIP)
         self.problem_gone.emit(TRANSCRIPT)  # that message was about the previous clip
@@ -370,6 +397,8 @@ class VoicePanel(QWidget):
         kept = len(self.kept_region()) / CODEC_SAMPLE_RATE
         if kept <= DEFAULT_MAX_REFERENCE_SECONDS:
             self.problem_gone.emit(CLIP)  # e.g. "the part kept is too long": trimmed now
+        if self.transcript.toPlainText().strip() and self._kept_range() != self._transcript_region:
+            self._mark_transcript_review(True)
         self.region_label.setText(f"Keeping {kept:.1f} s of {total:.1f} s")
         self.region_label.setToolTip(self.waveform.toolTip())
 
@@ -416,6 +445,7 @@ class VoicePanel(QWidget):
         return next((info.id for info in infos if info.name.casefold() == folded), None)
 
     def voice_saved(self, info) -> None:
+        self.notice_gone.emit()
         self.save_button.setText("Save as voice")
         self._update_buttons()
         self.reload_voices(info.id)

@@ -109,8 +109,11 @@ class WelcomePage(QWidget):
         column.addStretch(1)
 
     def set_can_go_back(self, can: bool) -> None:
-        """Reached from Model ▸ Choose model files… with a model already set: offer a way back."""
+        """Reached from Model ▸ Choose model files… with a model already set: offer a way back.
+        The page is shown afresh: a message left from an earlier visit (e.g. "offline") is stale."""
         self.back_button.setVisible(can)
+        if self.downloader is None:  # a download still running keeps its progress line
+            self.status.setText("")
 
     # ---- picking files ----------------------------------------------------------------------
     def ask_open_path(self, title: str, pattern: str) -> str | None:

@@ -12,7 +12,10 @@ from s2studio.engine.voices.library import (
     VoiceNotFoundError,
     check_existing_voice_id,
     default_voice_dir,
+    is_voice_sidecar,
+    name_sidecar_bytes,
     resolve_voice_path,
+    saved_name_beside,
     slugify,
     validate_voice_id,
 )
@@ -35,6 +38,7 @@ __all__ = [
     "IncompatibleVoiceError", "InvalidVoiceIdError", "Voice", "VoiceExistsError", "VoiceFileError",
     "VoiceInfo", "VoiceLibrary", "VoiceNotFoundError", "VoiceProfile",
     "check_compatible", "check_existing_voice_id", "decode_s2voice", "default_voice_dir",
-    "encode_s2voice", "read_s2voice", "resolve_voice_path", "slugify", "validate_voice_id",
+    "encode_s2voice", "is_voice_sidecar", "name_sidecar_bytes", "read_s2voice", "resolve_voice_path",
+    "saved_name_beside", "slugify", "validate_voice_id",
     "write_s2voice",
 ]

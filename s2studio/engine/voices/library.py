@@ -440,12 +440,18 @@ class VoiceLibrary:
 
     def rename(self, voice_id: str, new_name: str) -> VoiceInfo:
         """Change the display name only; the id and files keep their names (s2.cpp and
-        projects refer to the id)."""
+        projects refer to the id). Two voices never share a name (ignoring case): lists, Delete
+        and the speaker choices show names, and could not tell them apart."""
         new_name = str(new_name).strip()
         if not new_name:
             raise InputError("A voice name cannot be empty.")
         voice = self.get(voice_id)
         voice_id = voice.id
+        clash = next((info for info in self.list()
+                      if info.id != voice_id and info.name.casefold() == new_name.casefold()), None)
+        if clash is not None:
+            raise InputError(f"Another voice is already named “{clash.name}” (file {clash.path.name}); "
+                             "choose another name.")
         meta = self._read_sidecar(voice_id)
         if not _sidecar_matches(meta, voice.profile):
             meta = {}
@@ -566,6 +572,43 @@ class VoiceLibrary:
 
 def _sidecar_bytes(meta: dict) -> bytes:
     return json.dumps(meta, ensure_ascii=False, indent=2).encode("utf-8") + b"\n"
+
+
+def name_sidecar_bytes(profile: VoiceProfile, name: str) -> bytes:
+    """A sidecar holding only ``name`` for this profile: written beside an exported .s2voice so
+    that importing it again (:func:`saved_name_beside`) keeps the name."""
+    return _sidecar_bytes({"format": SIDECAR_FORMAT, "version": SIDECAR_VERSION, "name": str(name),
+                           "s2voice_sha256": hashlib.sha256(encode_s2voice(profile)).hexdigest()})
+
+
+def is_voice_sidecar(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is missing or a voice sidecar (so writing one there overwrites nothing else)."""
+    try:
+        meta = json.loads(read_regular_file(path, MAX_SIDECAR_BYTES, what="voice sidecar").decode("utf-8"))
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError, UnreadableFileError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == SIDECAR_FORMAT
+
+
+def saved_name_beside(path: str | os.PathLike[str], profile: VoiceProfile) -> str | None:
+    """The display name an s2studio library saved for the .s2voice at ``path`` (its ``.json``
+    sidecar beside it, written for this very profile), or None: an imported voice keeps the name
+    it was saved under instead of taking its file's name. The sidecar is read as untrusted input
+    (size-bounded, a regular file, the name plain text of at most 200 characters)."""
+    sidecar = Path(path).with_suffix(SIDECAR_SUFFIX)
+    try:
+        meta = json.loads(read_regular_file(sidecar, MAX_SIDECAR_BYTES, what="voice sidecar").decode("utf-8"))
+    except (OSError, ValueError, UnreadableFileError):
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("s2voice_sha256"), str):
+        return None  # without the hash it could describe another voice of that file name
+    name = meta.get("name")
+    if not isinstance(name, str) or not _sidecar_matches(meta, profile):
+        return None
+    name = " ".join(name.split())
+    return name if 0 < len(name) <= 200 and name.isprintable() else None
 
 
 def _sidecar_matches(meta: dict, profile: VoiceProfile) -> bool:

@@ -150,23 +150,6 @@ class _DropCatcher(QObject):
                     self._window.open_dropped(event.mimeData())
                 return True
         return False
-            if dropped_audio_path(event.mimeData()):
-=======
-            if isinstance(obj, QWidget) and obj.window() is self._window and dropped_local_path(event.mimeData()):
->>>>>>> studio
-                event.acceptProposedAction()
-                if kind == QEvent.Type.Drop:
-                    self._window.open_dropped(event.mimeData())
-                return True
-            book = dropped_book_path(event.mimeData())
-            # A .txt dropped on the studio is a script for the editor; on the Book view, and an
-            # .md or .epub anywhere, it is a book to import.
-            if book is not None and (book.suffix.lower() != ".txt" or self._window.showing_book):
-                event.acceptProposedAction()
-                if kind == QEvent.Type.Drop:
-                    self._window.import_book(str(book))
-                return True
-        return False
 
 
 class MainWindow(QMainWindow):

@@ -16,6 +16,7 @@ from s2studio.audio.reading import (
     SUPPORTED_EXTENSIONS,
     check_declared_size,
     decode_audio_bytes,
+    decode_exact_wav,
     downmix_to_mono,
     read_audio,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "apply_postprocess",
     "check_output_format",
     "decode_audio_bytes",
+    "decode_exact_wav",
     "downmix_to_mono",
     "dynamic_normalize",
     "float_to_pcm16",

@@ -9,8 +9,8 @@ import re
 MAX_TEXT_CHARS = 300  # of one message or name shown to a person
 # C0 and C1 controls, DEL, and the bidirectional overrides that reorder what a terminal shows
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST) and two-character escapes, removed whole
-_ESCAPE_SEQUENCE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
+# CSI (ESC [ or the C1 CSI ... final), OSC (ESC ] ... BEL or ST) and two-character escapes, removed whole
+_ESCAPE_SEQUENCE = re.compile(r"(\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 
 
 def printable(text, limit: int = MAX_TEXT_CHARS) -> str:

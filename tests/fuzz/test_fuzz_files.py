@@ -179,3 +179,26 @@ def test_a_damaged_reference_clip_is_one_clear_error_or_audio(edits, cut, target
         assert "fuzzed.wav" in str(err)
         return
     assert audio.dtype == np.float32 and audio.ndim == 1 and np.all(np.isfinite(audio))
+
+
+# ---- a voice's sidecar (.json beside the .s2voice) -------------------------------------------
+@given(meta=st.dictionaries(st.sampled_from(["name", "language", "notes", "created", "reference_bytes",
+                                             "s2voice_sha256", "other"]), json_values, max_size=6))
+@example(meta={"name": {"a": [[[[1]]]]}, "reference_bytes": True})
+def test_any_sidecar_lists_the_voice_with_text_fields(tmp_path_factory, meta):
+    from s2studio.engine.voices import VoiceLibrary
+
+    folder = tmp_path_factory.mktemp("voices")
+    (folder / "v.s2voice").write_bytes(VOICE)
+    (folder / "v.json").write_text(json.dumps(meta))
+    (info,) = VoiceLibrary(folder).list()
+    assert isinstance(info.name, str) and len(info.name) <= 200 and isinstance(info.notes, str)
+
+
+def test_a_sidecar_nested_too_deeply_costs_only_the_display_metadata(tmp_path):
+    from s2studio.engine.voices import VoiceLibrary
+
+    (tmp_path / "v.s2voice").write_bytes(VOICE)
+    (tmp_path / "v.json").write_text("[" * 100_000 + "]" * 100_000)  # RecursionError escaped before
+    (info,) = VoiceLibrary(tmp_path).list()
+    assert info.name == "v" and info.problem is None

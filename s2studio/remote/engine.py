@@ -370,7 +370,7 @@ class SegmentFetch:
                                                      f"take ({allowed_s:.0f} s for at most "
                                                      f"{self.request.generation.max_new_tokens} frames); giving up "
                                                      "on it.")
-                if decoder.pending_samples + received > limit:
+                if received + decoder.pending_samples + len(data) // decoder.bytes_per_sample > limit:
                     raise answers.ServerMisbehaved(address.url, f"The server at {address.url} sent more audio than "
                                                    f"the request allows ({limit} samples); refusing it.")
                 samples = decoder.feed(data)

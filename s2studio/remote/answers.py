@@ -21,7 +21,6 @@ from __future__ import annotations
 import http.client
 import json
 import math
-import re
 
 from s2studio.remote.connection import RemoteError, ServerDropped
 from s2studio.remote.printable import MAX_TEXT_CHARS, printable

@@ -58,3 +58,19 @@ def test_bench_engine_runs_on_a_tiny_model_with_sleeping_threads(tmp_path):
     assert "imported before s2studio" not in r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["frames"] == 3 and out["ms_per_frame"] > 0 and out["busy_competitors"] == 0
+
+
+def test_bench_book_runs_on_the_tiny_model_and_measures_memory(tmp_path):
+    tiny = ROOT / "tests" / "data" / "golden" / "tts_f32" / "model.gguf"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_book.py"), "--model", str(tiny), "--codec-cpu",
+                        "--parallel", "1,2", "--sentences", "3", "--frames", "3", "--json"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [row["parallel"] for row in out["rows"]] == [1, 2] and out["rows"][0]["ratio"] == 1.0
+    assert out["rows"][0]["audio_s"] == out["rows"][1]["audio_s"] > 0  # the same audio at every N
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_book.py"), "--memory-chars", "20000",
+                        "--json"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["chars"] >= 20000 and out["sentences"] > 200 and out["python_peak_mb"] > 0

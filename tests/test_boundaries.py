@@ -1,4 +1,4 @@
-"""Imports flow one way: errors -> audio -> engine -> cli/server -> app. Nothing imports the app.
+"""Imports flow one way: errors -> audio -> engine -> book, cli/server -> app. Nothing imports the app.
 
 ``s2studio.errors`` (the exception hierarchy) imports nothing of the package. ``s2studio.audio``
 (numpy/soundfile, all audio file I/O) sits below the engine and imports nothing of it. The
@@ -25,6 +25,11 @@ FORBIDDEN = {
                   "PySide6", "torch"),
     "cli": ("PySide6",),
     "server": ("s2studio.app", "PySide6"),
+    # Ray Serve around the server's app: never the app, the CLI or Qt.
+    "cluster": ("s2studio.app", "s2studio.cli", "PySide6"),
+    # Long-form rendering: used by the CLI and the app, so it knows neither; no torch of its own
+    # (it drives whichever engine it is given, local or remote).
+    "book": ("s2studio.app", "s2studio.cli", "s2studio.server", "PySide6", "sounddevice", "torch"),
     # The client of a server: the engine's torch-free value types and text splitter, never the model.
     "remote": ("s2studio.app", "s2studio.cli", "s2studio.server", "PySide6", "torch", "s2studio.engine.model",
                "s2studio.engine.codec", "s2studio.engine.kernels"),
@@ -89,7 +94,7 @@ def test_nothing_outside_app_imports_app():
 
 def front_end_files():
     """(relative name, path) of every front-end module held to the engine's public API."""
-    for front_end in ("app", "cli", "server", "remote"):
+    for front_end in ("app", "cli", "server", "remote", "book", "cluster"):
         for path in (ROOT / front_end).rglob("*.py"):
             rel = str(path.relative_to(ROOT))
             if rel not in INTERNALS_ALLOWED:

@@ -14,7 +14,7 @@ import os, sys, shutil, subprocess, tempfile, time
 from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]; sys.path.insert(0, str(ROOT))
 ALL = ("first-run", "idle-with-voice", "generating", "error", "speakers", "voice-library", "high-dpi",
-       "per-sentence", "history-after-restart")
+       "per-sentence", "history-after-restart", "book")
 WANTED = set(sys.argv[1:]) or set(ALL)
 if "high-dpi" in WANTED and os.environ.get("QT_SCALE_FACTOR") != "2":
     subprocess.run([sys.executable, __file__, "high-dpi"], env={**os.environ, "QT_SCALE_FACTOR": "2"}, check=True)
@@ -46,6 +46,7 @@ clone = scratch / "clone"; clone.mkdir()
 for n in ("model.gguf", "tokenizer.json"):
     shutil.copy(ROOT / "tests/data/golden/clone_f32_qknorm" / n, clone / n)
 host = WorkerThread(os.environ["S2STUDIO_VOICES_DIR"])
+host.worker.failed.connect(lambda e: print("worker failed:", e.message, file=sys.stderr))
 
 def wait(ms):
     loop = QEventLoop(); QTimer.singleShot(ms, loop.quit); loop.exec()
@@ -169,5 +170,63 @@ if WANTED & {"per-sentence", "history-after-restart"}:
     w.output.history.setCurrentRow(0)  # an older take: "Chapter one. The lighthouse keeper."
     if "history-after-restart" in WANTED:
         shot(w, "history-after-restart.png")
+    w.close()
+if "book" in WANTED:  # the Book view: an imported manuscript, a cast, a pronunciation, a render paused
+    book = scratch / "the-lighthouse.md"
+    book.write_text("# The Lighthouse\n\n## Contents\n\n1. The Keeper\n2. The Storm\n\n"
+                    "## Chapter 1: The Keeper\n\nThe keeper climbed the stairs at dusk. The lamp was cold. "
+                    "He struck a match and waited.\n\n<|speaker:1|>Is anyone there? <|speaker:0|>Only the sea, "
+                    "he said. Only the sea.\n\nNguyen had warned him about the winter.\n\n"
+                    "## Chapter 2: The Storm\n\nThe storm came in from the west. The windows shook. "
+                    "By midnight the boats were gone.\n\n## Chapter 3: Morning\n\nThe light was still burning.\n",
+                    encoding="utf-8")
+    w = MainWindow(s.copy(), host.worker); w.resize(1180, 760); w.show(); wait(300)
+    w.settings.max_new_tokens = 40
+    narrator = save_voice(w, ref, "The quick brown fox jumps over the lazy dog.", "Studio Narrator")
+    visitor = save_voice(w, ref[int(0.3 * 44100):], "brown fox jumps over the lazy dog.", "The Visitor")
+    w.import_book(str(book)); wait(300)
+    w.book.set_narrator(narrator.id)
+    w.book.set_character("Visitor", visitor.id)
+    w.book.assign_speaker(1, "Visitor")
+    w.book.add_pronunciation("Nguyen", "Win", False)
+    w.book_view.reload_voices()
+    w.book_view.parallel.setValue(2)
+    w.book_view.select_chapter(1)
+    w.book_view.render_button.click()
+    until(lambda: w.book.chapter_progress(1)[0] >= 3, timeout=300)
+    w.book.pause(); until(lambda: not w.book.rendering, timeout=300); wait(600)
+    w.book_view.sentences.selectRow(4)
+    shot(w, "book.png")
+    w.book_view.tabs.setCurrentIndex(1); wait(300)
+    shot(w, "book-cast.png")
+    w.close()
+if "book" in WANTED:  # the Book view: an imported manuscript, a cast, a pronunciation, a render paused
+    book = scratch / "the-lighthouse.md"
+    book.write_text("# The Lighthouse\n\n## Contents\n\n1. The Keeper\n2. The Storm\n\n"
+                    "## Chapter 1: The Keeper\n\nThe keeper climbed the stairs at dusk. The lamp was cold. "
+                    "He struck a match and waited.\n\n<|speaker:1|>Is anyone there? <|speaker:0|>Only the sea, "
+                    "he said. Only the sea.\n\nNguyen had warned him about the winter.\n\n"
+                    "## Chapter 2: The Storm\n\nThe storm came in from the west. The windows shook. "
+                    "By midnight the boats were gone.\n\n## Chapter 3: Morning\n\nThe light was still burning.\n",
+                    encoding="utf-8")
+    w = MainWindow(s.copy(), host.worker); w.resize(1180, 760); w.show(); wait(300)
+    w.settings.max_new_tokens = 40
+    narrator = save_voice(w, ref, "The quick brown fox jumps over the lazy dog.", "Studio Narrator")
+    visitor = save_voice(w, ref[int(0.3 * 44100):], "brown fox jumps over the lazy dog.", "The Visitor")
+    w.import_book(str(book)); wait(300)
+    w.book.set_narrator(narrator.id)
+    w.book.set_character("Visitor", visitor.id)
+    w.book.assign_speaker(1, "Visitor")
+    w.book.add_pronunciation("Nguyen", "Win", False)
+    w.book_view.reload_voices()
+    w.book_view.parallel.setValue(2)
+    w.book_view.select_chapter(1)
+    w.book_view.render_button.click()
+    until(lambda: w.book.chapter_progress(1)[0] >= 3, timeout=300)
+    w.book.pause(); until(lambda: not w.book.rendering, timeout=300); wait(600)
+    w.book_view.sentences.selectRow(4)
+    shot(w, "book.png")
+    w.book_view.tabs.setCurrentIndex(1); wait(300)
+    shot(w, "book-cast.png")
     w.close()
 host.shutdown()

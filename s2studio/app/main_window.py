@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 
 from s2studio.app import paths, scripts, window_state
 from s2studio.app.audio_service import AudioService
+from s2studio.app.book_controller import BookController, is_book_file
 from s2studio.app.requests import (
     FinishedTake,
     GenerateRequest,
@@ -48,6 +49,7 @@ from s2studio.app.requests import (
 from s2studio.app.settings import MAX_RECENT_SCRIPTS, AppSettings, save_settings
 from s2studio.engine.pipeline import EngineSettings
 from s2studio.engine.take import segments_of
+from s2studio.app.widgets.book_view import BookView
 from s2studio.app.widgets.error_banner import Banner
 from s2studio.app.widgets.output_panel import OutputPanel, Take
 from s2studio.app.progress_eta import EtaEstimator
@@ -68,7 +70,7 @@ from s2studio.engine.voices import VoiceLibrary
 
 log = logging.getLogger(__name__)
 
-WELCOME_PAGE, STUDIO_PAGE = 0, 1
+WELCOME_PAGE, STUDIO_PAGE, BOOK_PAGE = 0, 1, 2
 DEFAULT_SIZE = (1180, 760)  # the window's size when the screen has room for it
 SCREEN_SHARE = 0.92  # of the available screen, at most, for the initial window
 MINIMUM_SIZE = (360, 300)  # below the pages' own minimum they scroll; no smaller than the screen
@@ -88,6 +90,16 @@ def scrollable(page: QWidget) -> QScrollArea:
 def _engine_identity(s: AppSettings) -> tuple:
     """What an engine error is about: the local engine's settings, or the server(s) used instead."""
     return (s.engine, s.server_url.strip()) if s.uses_server else (s.engine, engine_settings(s))
+
+
+def dropped_book_path(mime) -> Path | None:
+    """The first local manuscript (.txt, .md, .epub) in a drag's data, if any."""
+    if not mime.hasUrls():
+        return None
+    for url in mime.urls():
+        if url.isLocalFile() and is_book_file(url.toLocalFile()):
+            return Path(url.toLocalFile())
+    return None
 
 
 def dropped_audio_path(mime) -> Path | None:
@@ -111,10 +123,20 @@ class _DropCatcher(QObject):
     def eventFilter(self, obj, event) -> bool:
         kind = event.type()
         if kind in (QEvent.Type.DragEnter, QEvent.Type.DragMove, QEvent.Type.Drop):
-            if isinstance(obj, QWidget) and obj.window() is self._window and dropped_audio_path(event.mimeData()):
+            if not (isinstance(obj, QWidget) and obj.window() is self._window):
+                return False
+            if dropped_audio_path(event.mimeData()):
                 event.acceptProposedAction()
                 if kind == QEvent.Type.Drop:
                     self._window.open_reference(dropped_audio_path(event.mimeData()))
+                return True
+            book = dropped_book_path(event.mimeData())
+            # A .txt dropped on the studio is a script for the editor; on the Book view, and an
+            # .md or .epub anywhere, it is a book to import.
+            if book is not None and (book.suffix.lower() != ".txt" or self._window.showing_book):
+                event.acceptProposedAction()
+                if kind == QEvent.Type.Drop:
+                    self._window.import_book(str(book))
                 return True
         return False
 
@@ -151,6 +173,15 @@ class MainWindow(QMainWindow):
         self.pages.addWidget(scrollable(self.welcome))
         self.studio_page = self._build_studio()
         self.pages.addWidget(scrollable(self.studio_page))
+        # The Book view (app/widgets/book_view.py over app/book_controller.py): long-form work on
+        # the studio's engine; a studio take goes first (busy_changed below).
+        self.book = BookController(self, engine_for=worker.engine_for, engine_config=self.engine_config,
+                                   books_root=paths.books_dir, parallel=lambda: self.book_view.parallel.value() or None)
+        self.book_view = BookView(self.book, self.library, self.audio)
+        self.book_view.back_requested.connect(self.show_studio)
+        self.book_view.import_requested.connect(self.import_book_dialog)
+        self.book.opened.connect(self._on_book_opened)
+        self.pages.addWidget(self.book_view)
         self.setCentralWidget(self.pages)
         self._build_menus()
         self._build_shortcuts()
@@ -174,6 +205,7 @@ class MainWindow(QMainWindow):
         worker.cancelled.connect(self._on_cancelled)
         worker.devices_found.connect(self._on_devices_found)
         worker.busy_changed.connect(self._on_busy)
+        worker.busy_changed.connect(self.book.studio_busy)
         self.audio.problem.connect(self.show_notice)
         self._drop_catcher = _DropCatcher(self)
         QApplication.instance().installEventFilter(self._drop_catcher)
@@ -195,6 +227,8 @@ class MainWindow(QMainWindow):
         self.takes.regenerate_requested.connect(lambda request: self.start_job(request, live=False))
         self.takes.seed_reused.connect(self._use_seed)
         self.takes.restore()
+        if settings.book_folder and BookController.is_book_folder(settings.book_folder):
+            self.book.open_folder(settings.book_folder, quiet=True)
         if self.segments_view.take is None:
             self.takes.show_script_preview()
         self.editor.text_changed.connect(lambda: self.takes.script_changed(self.editor.text()))
@@ -290,6 +324,9 @@ class MainWindow(QMainWindow):
         self.recent_menu.aboutToShow.connect(self._fill_recent_scripts)
         self._fill_recent_scripts()
         file_menu.addSeparator()
+        self.book_action = action(file_menu, "Book…", self.show_book, "Ctrl+B")
+        file_menu.addAction("Import book…", self.import_book_dialog)
+        file_menu.addSeparator()
         file_menu.addAction("Open reference clip…", self.voice_panel.choose_file)
         self.export_action = action(file_menu, "Export…", self.output.export_current, "Ctrl+S")
         self.export_sentences_action = file_menu.addAction("Export sentences…", self.output.export_sentences_current)
@@ -383,6 +420,40 @@ class MainWindow(QMainWindow):
             self.recent_menu.addAction(Path(path).name, lambda p=path: self.open_script(p)).setToolTip(path)
         self.recent_menu.setEnabled(bool(self.settings.recent_scripts))
 
+    # ---- the Book view -------------------------------------------------------------------------------
+    @property
+    def showing_book(self) -> bool:
+        return self.pages.currentIndex() == BOOK_PAGE
+
+    def show_book(self) -> None:
+        self.book_view.reload_voices()
+        self.pages.setCurrentIndex(BOOK_PAGE)
+
+    def show_studio(self) -> None:
+        self.pages.setCurrentIndex(STUDIO_PAGE if self.settings.engine_chosen else WELCOME_PAGE)
+
+    def ask_book_path(self) -> str | None:
+        """A separate method so tests can answer it without a modal dialog."""
+        path, _ = QFileDialog.getOpenFileName(self, "Import a book", "", "Books (*.epub *.md *.markdown *.txt)")
+        return path or None
+
+    def import_book_dialog(self) -> None:
+        path = self.ask_book_path()
+        if path:
+            self.import_book(path)
+
+    def import_book(self, path: str) -> bool:
+        """A manuscript becomes a book project (in the user's books folder) shown in the Book view."""
+        self.show_book()
+        return self.book.import_file(path) is not None
+
+    def _on_book_opened(self, project) -> None:
+        self.settings.book_folder = project.folder if project is not None else ""
+        try:
+            save_settings(self.settings, self.settings_path)  # a crash must not forget the open book
+        except OSError as err:
+            log.warning("settings not saved: %s", err)
+
     def open_voice_library(self) -> VoiceLibraryDialog:
         dialog = VoiceLibraryDialog(self.library, self.audio, parent=self)
         dialog.changed.connect(self._on_voices_changed)
@@ -401,6 +472,7 @@ class MainWindow(QMainWindow):
         current = self.voice_panel.current_item_key()
         self.voice_panel.reload_voices(current)
         self.speakers.reload_voices()
+        self.book_view.reload_voices()
 
     # ---- messages -----------------------------------------------------------------------------
     def show_problem(self, text: str, cause: str = "") -> None:
@@ -723,6 +795,8 @@ class MainWindow(QMainWindow):
         window_state.remember(self, self.settings)
         self.takes.flush(script=self.editor.text())
         self.worker.cancel()
+        if not self.book.shutdown():  # finished sentences are on disk; those in flight are dropped
+            log.warning("the book render did not stop in time")
         self.audio.stop()
         if self.audio.recording:
             self.audio.stop_recording()

@@ -55,6 +55,11 @@ def projects_dir() -> Path:
                         lambda: Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "projects")
 
 
+def books_dir() -> Path:
+    """Book projects made by the Book view's import (one folder per book)."""
+    return projects_dir() / "books"
+
+
 def autosave_dir() -> Path:
     return projects_dir() / "autosave"
 

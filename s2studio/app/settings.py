@@ -80,6 +80,8 @@ class AppSettings:
     export_format: str = "wav32f"
     recent_scripts: list = field(default_factory=list)
     # the window as it was left: Qt's saveGeometry / QSplitter.saveState, hex-encoded ("" = default)
+    # the Book view's open book project folder ("" = none), restored after a restart
+    book_folder: str = ""
     window_geometry: str = ""
     splitter_states: list = field(default_factory=list)
 

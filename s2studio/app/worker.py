@@ -75,6 +75,9 @@ class InferenceWorker(QObject):
         self._lock = threading.Lock()
         self._job = None  # the SynthesisJob running now
         self._cancelled_at = float("-inf")  # requests created before this are cancelled
+        # The book renderer (app/book_controller.py) takes the engine from its own thread: loading
+        # and reconfiguring happen under this lock, whichever thread asks.
+        self._load_lock = threading.RLock()
 
     # ---- any thread ---------------------------------------------------------------------
     @Slot()
@@ -89,6 +92,12 @@ class InferenceWorker(QObject):
     def _is_cancelled(self, request) -> bool:
         with self._lock:
             return request.created <= self._cancelled_at
+
+    def engine_for(self, settings):
+        """The engine for ``settings`` (``EngineSettings`` or ``RemoteSettings``), loaded if it
+        is not yet: the one model the studio uses, shared with the book renderer, which calls this
+        from its own thread (a model is loaded once, not once per view). Raises what a load raises."""
+        return self._ensure_loaded(settings)
 
     # ---- worker thread ------------------------------------------------------------------
     @Slot()
@@ -128,6 +137,10 @@ class InferenceWorker(QObject):
             self.busy_changed.emit(False)
 
     def _ensure_loaded(self, settings: EngineSettings):
+        with self._load_lock:
+            return self._ensure_loaded_locked(settings)
+
+    def _ensure_loaded_locked(self, settings: EngineSettings):
         from s2studio.engine.pipeline import Pipeline
         from s2studio.engine.voices import VoiceLibrary
         from s2studio.remote import RemoteSettings

@@ -28,10 +28,12 @@ from s2studio import __version__
 # Modules providing subcommands, in the order they appear in --help.
 SUBCOMMAND_MODULES = [
     "s2studio.cli.synth",
+    "s2studio.cli.render",
     "s2studio.cli.codec_cmds",
     "s2studio.cli.voices_cmd",
     "s2studio.cli.trace",
     "s2studio.cli.serve",
+    "s2studio.cli.cluster",
 ]
 
 

@@ -60,12 +60,23 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in value.split(",") if name.strip())
 
 
+def _voice_map(value: str):
+    from s2studio.errors import InputError
+    from s2studio.server.voice_map import parse_voice_map
+
+    try:
+        return parse_voice_map(value)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from s2studio.cli.options import engine_settings, generation_params
     from s2studio.engine.pipeline import Pipeline
     from s2studio.engine.voices import VoiceLibrary, default_voice_dir
     from s2studio.server import ServerConfig, create_app, serve_forever
     from s2studio.server.runner import LOOPBACK_HOSTS, listen_socket
+    from s2studio.server.voice_map import VoiceMap
 
     api_key = args.api_key if args.api_key is not None else os.environ.get("S2STUDIO_API_KEY") or None
     if args.host not in LOOPBACK_HOSTS:
@@ -85,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
                           generation=generation_params(args), max_new_tokens_limit=args.max_tokens_limit,
                           max_text_chars=args.max_text_chars, allowed_hosts=args.allowed_hosts,
                           allowed_origins=args.allowed_origins, max_connections=args.max_connections,
-                          header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout)
+                          header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout,
+                          voice_map=VoiceMap(entries=args.voice_map, default=args.default_voice or ""))
     # The port first: a busy port is one line and exit 2 before minutes of model loading.
     sock = listen_socket(args.host, args.port)
     try:
@@ -111,8 +123,9 @@ def register(subparsers) -> None:
                                         DEFAULT_MAX_BATCH, DEFAULT_QUEUE_DEPTH, MAX_BATCH)
 
     p = subparsers.add_parser("serve", help="HTTP server compatible with s2.cpp's /generate",
-                              description="Serve S2 Pro over HTTP: s2.cpp's POST /generate, an OpenAI-style "
-                                          "POST /v1/audio/speech, GET /health and /openapi.json.")
+                              description="Serve S2 Pro over HTTP: s2.cpp's POST /generate, OpenAI's "
+                                          "/v1/audio/speech and /v1/models, Fish Audio's /v1/tts and "
+                                          "/v1/references/*, GET /health and /openapi.json (docs/server.md).")
     add_engine_options(p)
     p.add_argument("-H", "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("-P", "--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
@@ -144,6 +157,12 @@ def register(subparsers) -> None:
                    help=f"seconds for a request's headers to arrive, else 408 (default {DEFAULT_HEADER_TIMEOUT_S:g})")
     p.add_argument("--body-timeout", type=_positive_seconds, default=DEFAULT_BODY_TIMEOUT_S,
                    help=f"seconds for a request's body to arrive, else 408 (default {DEFAULT_BODY_TIMEOUT_S:g})")
+    p.add_argument("--voice-map", type=_voice_map, default=(), metavar="NAME=VOICE,...|FILE",
+                   help="OpenAI voice names to voices of the voice folder, e.g. alloy=hope,nova=anna, or a file "
+                        "of such pairs (default: every stock name gets --default-voice)")
+    p.add_argument("--default-voice", default=None, metavar="VOICE",
+                   help="the voice an OpenAI stock name without a --voice-map entry gets "
+                        "(default: the model's own voice)")
     add_sampling_options(p)
     add_log_level(p)
     p.set_defaults(handler=run)

@@ -214,8 +214,15 @@ class SynthesisEngine(Protocol):
     """The one interface of an engine. Methods only (no properties): Python before 3.12 checks
     a runtime protocol with ``hasattr``, which would run a property (and load a model)."""
 
-    def synthesize(self, request: SynthesisRequest) -> SynthesisJob:
-        """A cancellable, streaming job for one take (checked before it is returned)."""
+    def synthesize(self, request: SynthesisRequest, *, batched: bool = False) -> SynthesisJob:
+        """A cancellable, streaming job for one take (checked before it is returned).
+
+        Callable from several threads at once, each iterating its own job: that is how a
+        caller keeps N takes in flight (a book renders N sentences so). ``batched``: the
+        caller will run several jobs at the same time; the local engine then decodes them
+        together, one pass over the weights per step for all (``engine/batching.py``), each
+        seeded take sample-identical to the same take alone. A remote engine sends each job
+        as its own requests anyway (the servers batch them), so it ignores the flag."""
 
     def segments_of(self, request: SynthesisRequest) -> list:
         """The segments (``engine.text.segmentation.Segment``) the request's text is spoken in,

@@ -58,6 +58,9 @@ log = logging.getLogger(__name__)
 
 WAV_HEADER_BYTES = 44  # the live WAV header s2.cpp sends when it does not know pcm_*
 WIRE_FORMATS = ("pcm_f32le", "pcm_s16le", "wav")
+# Times a segment whose connection was cut mid-take is asked again of the same server (see
+# SegmentFetch.chunks) before that server counts as failed for the segment.
+DROPS_RETRIED_PER_SERVER = 2
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,10 @@ class RemoteEngine:
         return segments_of(request)
 
     # ---- synthesis ------------------------------------------------------------------------
-    def synthesize(self, request: SynthesisRequest) -> SynthesisJob:
+    def synthesize(self, request: SynthesisRequest, *, batched: bool = False) -> SynthesisJob:
+        """``batched`` is accepted for the engine interface and changes nothing: every job is its
+        own connection, so jobs started from several threads are in flight together, and the
+        servers decode concurrent requests in one batch."""
         check_request(request)  # the checks a local take gets, before any request goes out
         if request.reference_codes is not None:
             raise InputError("A server cannot take reference codes directly; send the reference audio or a saved "
@@ -317,6 +323,7 @@ class SegmentFetch:
 
     def chunks(self, index: int, n_seg: int) -> Iterator[AudioChunk]:
         failed: set[ServerAddress] = set()
+        drops: dict[ServerAddress, int] = {}
         errors: list[RemoteError] = []
         body, content_type = self._form()
         while not self.job.cancel_event.is_set():
@@ -329,8 +336,19 @@ class SegmentFetch:
             except (*RETRYABLE, answers.ServerMisbehaved) as exc:
                 if self.job.cancel_event.is_set():
                     return
-                failed.add(address)
                 errors.append(exc)
+                failed.add(address)
+                # A connection cut mid-take, with no other server left to try, is asked again at
+                # the same address: behind a cluster's proxy (Ray Serve) one address stands for
+                # many replicas, and the one that died is replaced. The seed makes the same
+                # samples, so the retry skips what was already delivered. Bounded, so a server
+                # that always drops still fails.
+                if (isinstance(exc, ServerDropped) and len(failed) == len(self.engine.addresses)
+                        and drops.get(address, 0) < DROPS_RETRIED_PER_SERVER):
+                    drops[address] = drops.get(address, 0) + 1
+                    failed.discard(address)
+                    log.warning("%s; retrying segment %d at the same address", exc, index + 1)
+                    continue
                 if len(failed) < len(self.engine.addresses):
                     log.warning("%s; retrying segment %d on another server", exc, index + 1)
 
@@ -409,8 +427,8 @@ class SegmentFetch:
 
 
 def _all_failed(errors: list[RemoteError]) -> RemoteError:
-    if len(errors) == 1:
-        return errors[0]
+    if len({e.url for e in errors}) == 1:
+        return errors[0]  # one server: what happened first (a retry's failure follows from it)
     return RemoteError(errors[-1].url, "No server could finish the take: " + " ".join(str(e) for e in errors))
 
 

@@ -1,5 +1,6 @@
-"""Local HTTP server speaking s2.cpp's API (``POST /generate``) plus an OpenAI-shaped
-``POST /v1/audio/speech``, on the same :class:`~s2studio.engine.pipeline.Pipeline` as the app.
+"""Local HTTP server speaking s2.cpp's API (``POST /generate``), OpenAI's speech API
+(``/v1/audio/speech``, ``/v1/models``) and Fish Audio's (``/v1/tts``, ``/v1/references/*``), on
+the same :class:`~s2studio.engine.pipeline.Pipeline` as the app.
 
 Library: Starlette on uvicorn. Starlette is small, typed, actively maintained (the base of
 FastAPI) and lets a response be written as plain ASGI, which the live audio stream needs: the
@@ -12,8 +13,10 @@ usable multipart parser and no disconnect notification.
 
 Modules: ``config`` (settings), ``params`` (s2.cpp's form fields and ``params`` JSON),
 ``voice_select`` (voice ids/paths confined to the voice folder), ``jobs`` (the bounded FIFO
-queue and its worker thread), ``responses`` (one-shot and live audio), ``openai`` (the
-``/v1/audio/speech`` body), ``openapi`` (the served document), ``guards`` (browser protections:
+queue and its worker thread), ``responses`` (one-shot and live audio), ``openai`` (OpenAI's
+speech body and ``/v1/models``), ``voice_map`` (OpenAI's stock voice names → voices), ``fish``
+(Fish Audio's ``/v1/tts`` and fish-speech's reference routes), ``error_shapes`` (each API's own
+error body), ``openapi`` (the served document), ``guards`` (browser protections:
 Host, Origin, Content-Type and CORS; the API key; the body size and time limits), ``app``
 (routes and the JSON error mapping), ``connections`` (uvicorn's h11 protocol with a connection
 limit and header/body deadlines; a log that cannot flood) and ``runner`` (uvicorn on a socket

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
 import tempfile
+import time
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -24,7 +26,8 @@ from s2studio.engine.voices import VoiceFileError, decode_s2voice, read_s2voice
 from s2studio.server.config import ServerConfig
 from s2studio.server.guards import ApiKeyGuard, BodyLimit, BodyTooSlow, BrowserGuard, UploadTooLarge
 from s2studio.server.jobs import JobQueue, QueueFull
-from s2studio.server.openai import parse_speech_body
+from s2studio.server.fish import FishApi
+from s2studio.server.openai import openai_routes, parse_speech_body
 from s2studio.server.openapi import openapi_document
 from s2studio.server.params import (
     DEFAULT_LIMITS,
@@ -70,9 +73,11 @@ def postprocess_for(spec: GenerateSpec, output: AudioOutput) -> PostProcess:
 class Server:
     """The state behind the routes: the pipeline, its queue and the configuration."""
 
-    def __init__(self, pipeline: Pipeline, config: ServerConfig):
+    def __init__(self, pipeline: Pipeline, config: ServerConfig, health_extra=None):
         self.pipeline = pipeline
         self.config = config
+        # An async callable whose dict is added to /health (a cluster replica's view of its peers).
+        self.health_extra = health_extra
         self.queue = JobQueue(config.queue_depth, threads=pipeline.settings.threads, workers=config.max_batch)
         settings = pipeline.settings
         self.redact = PathRedactor(
@@ -143,13 +148,16 @@ class Server:
                 decoded = json.loads(body)
             except (ValueError, RecursionError):  # RecursionError: [[[[... nested too deep
                 raise BadRequest("The request body is not valid JSON.") from None
-            spec, output = parse_speech_body(decoded, self.config.generation, self.config.max_new_tokens_limit,
-                                             self.limits)
+            spec, output, ignored = parse_speech_body(decoded, self.config.generation,
+                                                      self.config.max_new_tokens_limit, self.limits,
+                                                      self.config.voice_map)
+            if ignored:  # accepted without effect, and said so (see server/openai.py)
+                output = dataclasses.replace(output, extra_headers=(("X-S2-Ignored", ", ".join(ignored)),))
             return await self.submit(spec, output, None, enqueue)
 
     async def health(self, request: Request):
         info = self.pipeline.model_info(load=False)
-        return JSONResponse({
+        report = {
             "status": "ok" if info.loaded else "loading",
             "version": __version__,
             "model_loaded": info.loaded,
@@ -159,7 +167,10 @@ class Server:
             "codec_device": info.codec_device,
             "sample_rate": info.sample_rate,
             "queue": {"running": self.queue.running, "waiting": self.queue.waiting, "depth": self.queue.depth},
-        })
+        }
+        if self.health_extra is not None:
+            report.update(await self.health_extra())
+        return JSONResponse(report)
 
     async def openapi(self, request: Request):
         return JSONResponse(openapi_document(self.config, self.limits))
@@ -173,14 +184,17 @@ class Server:
 
     # ---- the common synthesis path -------------------------------------------------------------
     async def submit(self, spec: GenerateSpec, output: AudioOutput, reference: tuple[bytes, str] | None,
-                     enqueue, voice_file: tuple[bytes, str] | None = None):
+                     enqueue, voice_file: tuple[bytes, str] | None = None, reference_codes=None):
         """Prepare the take (decode the reference, read the voice) and queue it through the
-        place ``enqueue`` (from ``JobQueue.admission``) holds."""
+        place ``enqueue`` (from ``JobQueue.admission``) holds. ``reference_codes``: (codes,
+        transcript) of a reference already encoded (Fish Audio's cached inline references)."""
         if spec.n_threads is not None:
             log.debug("ignoring the request's n_threads=%d: threads are set by the operator", spec.n_threads)
         samples = codes = None
         ref_text = spec.reference_text
-        if reference is not None:  # audio wins over a voice, as in s2.cpp
+        if reference_codes is not None:
+            codes, ref_text = reference_codes
+        elif reference is not None:  # audio wins over a voice, as in s2.cpp
             if not ref_text.strip():
                 raise BadRequest("Reference audio requires reference_text (aliases: ref_text, prompt_text).")
             data, name = reference
@@ -225,23 +239,23 @@ def _redact(request, message: str) -> str:
 
 
 async def _bad_request(request, exc: BadRequest):
-    return json_error(exc.status, _redact(request, str(exc)))
+    return json_error(exc.status, _redact(request, str(exc)), path=request.url.path)
 
 
 async def _engine_error(request, exc: S2Error):
     status = error_status(exc)
     if status == 500:
         log.error("request failed: %s", exc)
-    return json_error(status, _redact(request, error_message(exc)))
+    return json_error(status, _redact(request, error_message(exc)), path=request.url.path)
 
 
 async def _http_error(request, exc: HTTPException):
     # Starlette's own refusals (404, 405, a malformed multipart body) are plain text otherwise.
-    return json_error(exc.status_code, _redact(request, str(exc.detail)), exc.headers)
+    return json_error(exc.status_code, _redact(request, str(exc.detail)), exc.headers, path=request.url.path)
 
 
 async def _too_slow(request, exc: BodyTooSlow):
-    return json_error(408, str(exc), {"Connection": "close"})
+    return json_error(408, str(exc), {"Connection": "close"}, path=request.url.path)
 
 
 async def _client_gone(request, exc: ClientDisconnect):
@@ -251,24 +265,25 @@ async def _client_gone(request, exc: ClientDisconnect):
 
 async def _internal_error(request, exc: Exception):
     # A bug; uvicorn logs the traceback (rate-limited), the client gets no details.
-    return json_error(500, "Internal server error.")
+    return json_error(500, "Internal server error.", path=request.url.path)
 
 
 async def _too_large(request, exc: UploadTooLarge):
-    return json_error(413, str(exc))
+    return json_error(413, str(exc), path=request.url.path)
 
 
 def _queue_full(retry_after_s: int):
     async def handler(request, exc: QueueFull):
-        return json_error(503, str(exc), {"Retry-After": str(retry_after_s)})
+        return json_error(503, str(exc), {"Retry-After": str(retry_after_s)}, path=request.url.path)
 
     return handler
 
 
-def create_app(pipeline: Pipeline, config: ServerConfig) -> Starlette:
+def create_app(pipeline: Pipeline, config: ServerConfig, health_extra=None) -> Starlette:
     """The ASGI app. Its lifespan loads the model (if not loaded) before the first request and
-    starts/stops the synthesis worker."""
-    server = Server(pipeline, config)
+    starts/stops the synthesis worker. ``health_extra``: an async callable returning a dict that
+    ``/health`` adds to its answer (``s2studio.cluster`` reports the replicas with it)."""
+    server = Server(pipeline, config, health_extra)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -287,6 +302,8 @@ def create_app(pipeline: Pipeline, config: ServerConfig) -> Starlette:
         Route("/health", server.health, methods=["GET"]),
         Route("/openapi.json", server.openapi, methods=["GET"]),
         Route("/voices", server.voices, methods=["GET"]),
+        *openai_routes(),  # GET /v1/models, /v1/models/{id} (server/openai.py)
+        *FishApi(server).routes(),  # Fish Audio's /v1/tts and /v1/references/* (server/fish.py)
     ]
     app = Starlette(
         routes=routes, lifespan=lifespan,
@@ -301,4 +318,5 @@ def create_app(pipeline: Pipeline, config: ServerConfig) -> Starlette:
                             BodyTooSlow: _too_slow, ClientDisconnect: _client_gone,
                             Exception: _internal_error})
     app.state.server = server
+    app.state.started_at = int(time.time())  # the "created" of GET /v1/models
     return app

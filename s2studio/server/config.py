@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 
 from s2studio.engine.params import GenerationParams
+from s2studio.server.voice_map import VoiceMap
 
 DEFAULT_PORT = 3030  # s2.cpp's
 DEFAULT_QUEUE_DEPTH = 4
@@ -50,6 +51,11 @@ class ServerConfig:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    # OpenAI's stock voice names → voices, and the voice a stock name without an entry gets
+    # (``--voice-map``, ``--default-voice``; server/voice_map.py).
+    voice_map: VoiceMap = field(default_factory=VoiceMap)
+    # Inline references of /v1/tts (Fish Audio's API) kept encoded, by content hash (server/fish.py).
+    reference_cache_entries: int = 16
 
     def __post_init__(self) -> None:
         if self.queue_depth < 0:
@@ -64,5 +70,7 @@ class ServerConfig:
             raise ValueError("max_connections must be at least 1")
         if not (self.header_timeout_s > 0 and self.body_timeout_s > 0):
             raise ValueError("header_timeout_s and body_timeout_s must be positive")
+        if not 0 <= self.reference_cache_entries <= 1024:
+            raise ValueError("reference_cache_entries must be 0..1024")
         if self.api_key is not None and not self.api_key:
             raise ValueError("an empty API key would accept anyone; pass None for no key")

@@ -15,8 +15,10 @@ send it requests. Three browser attacks are closed here, as Jupyter and Ollama c
   is refused whatever its type. Only curl-like clients send neither.
 * **Content types a form can forge** — each POST route takes exactly one type:
   ``multipart/form-data`` for ``/generate`` (s2.cpp's API), ``application/json`` for
-  ``/v1/audio/speech`` (which a page can only send after a preflight we refuse). Anything else is
-  a 415, so ``text/plain`` and url-encoded bodies never reach a parser.
+  ``/v1/audio/speech`` (which a page can only send after a preflight we refuse), msgpack or JSON
+  for Fish Audio's routes (both need a preflight; ``/v1/references/add`` also takes multipart,
+  refused from a page by its Origin as ``/generate`` is). Anything else is a 415, so
+  ``text/plain`` and url-encoded bodies never reach a parser.
 
 CORS is off unless the operator lists origins (``--allowed-origins``); then those origins get a
 proper preflight answer and ``Access-Control-Allow-Origin`` on every response.
@@ -35,10 +37,16 @@ OPEN_PATHS = frozenset({"/health", "/openapi.json"})  # probes and docs reveal n
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 # The only body type each POST route accepts (others: 415).
 BODY_TYPES = {"/generate": "multipart/form-data", "/encode": "multipart/form-data",
-              "/v1/audio/speech": "application/json"}
-CORS_ALLOW_METHODS = "GET, POST"
+              "/v1/audio/speech": "application/json",
+              # Fish Audio's API (server/fish.py): msgpack (its SDK) or JSON; the add route also
+              # takes fish-speech's multipart form. msgpack, like JSON, needs a preflight.
+              "/v1/tts": ("application/msgpack", "application/json"),
+              "/v1/references/add": ("multipart/form-data", "application/msgpack", "application/json"),
+              "/v1/references/delete": ("application/msgpack", "application/json")}
+CORS_ALLOW_METHODS = "GET, POST, DELETE"
 CORS_ALLOW_HEADERS = "Authorization, Content-Type"
-CORS_EXPOSE_HEADERS = "Content-Disposition, Retry-After, X-Audio-Sample-Rate, X-Audio-Channels, X-Audio-Encoding"
+CORS_EXPOSE_HEADERS = ("Content-Disposition, Retry-After, X-Audio-Sample-Rate, X-Audio-Channels, X-Audio-Encoding, "
+                       "X-S2-Ignored")
 CORS_MAX_AGE_S = 600
 
 
@@ -55,8 +63,10 @@ class UploadTooLarge(Exception):
         self.limit = limit
 
 
-async def _send_json(send, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-    body = json.dumps({"error": message}).encode()
+async def _send_json(send, scope, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    from s2studio.server.error_shapes import error_body
+
+    body = json.dumps(error_body(scope.get("path", ""), status, message)).encode()  # in its API's shape
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
@@ -76,7 +86,7 @@ class ApiKeyGuard:
             return await self.app(scope, receive, send)
         given = dict(scope["headers"]).get(b"authorization", b"")
         if not hmac.compare_digest(given, self._key):
-            return await _send_json(send, 401, "Missing or wrong API key (send 'Authorization: Bearer KEY').",
+            return await _send_json(send, scope, 401, "Missing or wrong API key (send 'Authorization: Bearer KEY').",
                                     {"WWW-Authenticate": "Bearer"})
         return await self.app(scope, receive, send)
 
@@ -97,7 +107,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
-            return await _send_json(send, 413, str(UploadTooLarge(self.limit)))
+            return await _send_json(send, scope, 413, str(UploadTooLarge(self.limit)))
         seen = 0
         complete = False
         loop = asyncio.get_running_loop()
@@ -171,24 +181,27 @@ class BrowserGuard:
             return await self.app(scope, receive, send)
         host = _header(scope, b"host")
         if host is not None and not self.host_allowed(host, scope):
-            return await _send_json(send, 403, f"The Host header {host_name(host)!r} is not an address of this server "
-                                                "(a DNS-rebinding web page?); the operator can allow a name with "
-                                                "--allowed-hosts.")
+            return await _send_json(send, scope, 403,
+                                    f"The Host header {host_name(host)!r} is not an address of this server "
+                                    "(a DNS-rebinding web page?); the operator can allow a name with "
+                                    "--allowed-hosts.")
         origin = _header(scope, b"origin")
         if origin is not None and not self.origin_allowed(origin):
-            return await _send_json(send, 403, f"Requests from web pages ({origin[:100]}) are refused; the operator "
-                                                "can allow an origin with --allowed-origins.")
+            return await _send_json(send, scope, 403,
+                                    f"Requests from web pages ({origin[:100]}) are refused; the operator "
+                                    "can allow an origin with --allowed-origins.")
         if origin is None and _header(scope, b"sec-fetch-site") in ("cross-site", "same-site"):
             # A browser request from another site whose Origin was withheld (a GET or HEAD).
-            return await _send_json(send, 403, "Requests from other web sites are refused.")
+            return await _send_json(send, scope, 403, "Requests from other web sites are refused.")
         if scope["method"] == "OPTIONS" and origin is not None:
             return await self._preflight(origin, send)
         wanted = BODY_TYPES.get(scope["path"])
-        if wanted is not None and scope["method"] == "POST":
+        if wanted is not None and scope["method"] in ("POST", "DELETE"):
+            wanted = (wanted,) if isinstance(wanted, str) else wanted
             given = (_header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
-            if given != wanted:
-                return await _send_json(send, 415, f"{scope['path']} takes Content-Type: {wanted}, "
-                                                    f"not {given or 'none'}.")
+            if given not in wanted:
+                return await _send_json(send, scope, 415, f"{scope['path']} takes Content-Type: "
+                                                          f"{' or '.join(wanted)}, not {given or 'none'}.")
         if origin is None:
             return await self.app(scope, receive, send)
 

@@ -128,12 +128,48 @@ def openapi_document(config: ServerConfig, limits: RequestLimits = DEFAULT_LIMIT
                 "summary": "Synthesize speech (OpenAI's shape)",
                 "requestBody": {"required": True, "content": {"application/json": {"schema": {
                     "type": "object", "required": ["input"],
-                    "properties": {"input": {**text, "maxLength": limits.max_text_chars}, "voice": {**text, "description": "A voice id."},
-                                   "model": {**text, "description": "Ignored."},
-                                   "response_format": {"type": "string", "enum": ["wav", "pcm"]},
-                                   "speed": {"type": "number", "const": 1.0}}}}}},
-                "responses": {"200": _audio_ok("PCM16 WAV, or raw PCM16 streamed as decoded."), **common},
+                    "properties": {"input": {**text, "maxLength": limits.max_text_chars},
+                                   "voice": {**text, "description": "An OpenAI stock name (alloy...: --voice-map, "
+                                                                    "else --default-voice) or a voice id."},
+                                   "model": {**text, "description": "Any name: the server has one model."},
+                                   "response_format": {"type": "string", "default": "mp3",
+                                                       "enum": ["mp3", "opus", "aac", "flac", "wav", "pcm"]},
+                                   "speed": {"type": "number", "minimum": 0.25, "maximum": 4.0, "default": 1.0},
+                                   "instructions": {**text, "maxLength": 4096,
+                                                    "description": "Accepted, no effect (X-S2-Ignored)."},
+                                   "sample_rate": {"type": "integer", "minimum": 8000, "maximum": 48000}}}}}},
+                "responses": {"200": _audio_ok("The format asked for; all but wav streamed as decoded."),
+                              **common},
             }},
+            "/v1/models": {"get": {"summary": "The served model and the names OpenAI clients use for it",
+                                   "responses": {"200": {"description": "OpenAI's model list."}}}},
+            "/v1/models/{model_id}": {"get": {"summary": "One model",
+                                              "parameters": [{"name": "model_id", "in": "path", "required": True,
+                                                              "schema": text}],
+                                              "responses": {"200": {"description": "The model."},
+                                                            "404": _err("No such model.")}}},
+            "/v1/tts": {"post": {
+                "summary": "Synthesize speech (Fish Audio's API; msgpack or JSON, see docs/server.md)",
+                "requestBody": {"required": True, "content": {"application/msgpack": {}, "application/json": {
+                    "schema": {"type": "object", "required": ["text"], "properties": {
+                        "text": {**text, "maxLength": limits.max_text_chars},
+                        "references": {"type": "array", "maxItems": 1, "items": {"type": "object", "properties": {
+                            "audio": {**text, "contentEncoding": "base64"}, "text": text}}},
+                        "reference_id": text,
+                        "format": {"type": "string", "enum": ["wav", "pcm", "mp3", "opus", "flac", "aac"],
+                                   "default": "mp3"},
+                        "streaming": {"type": "boolean"}}}}}},
+                "responses": {"200": _audio_ok("The format asked for."), **common},
+            }},
+            "/v1/references/list": {"get": {"summary": "Voice ids (fish-speech's API; msgpack, or JSON with "
+                                                       "?format=json)",
+                                            "responses": {"200": {"description": "The ids."}}}},
+            "/v1/references/add": {"post": {"summary": "Encode and save a voice (id, audio, text)",
+                                            "responses": {"200": {"description": "Added."},
+                                                          "409": {"description": "The id exists."}, **common}}},
+            "/v1/references/delete": {"delete": {"summary": "Delete a voice (reference_id)",
+                                                 "responses": {"200": {"description": "Deleted."},
+                                                               "404": {"description": "No such voice."}}}},
             "/encode": {"post": {
                 "summary": "Encode a reference clip into a .s2voice (this server's extension)",
                 "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -58,10 +59,13 @@ class PathRedactor:
         return message
 
 
-def json_error(status: int, message: str, headers: dict[str, str] | None = None):
+def json_error(status: int, message: str, headers: dict[str, str] | None = None, path: str = ""):
+    """The error in the shape of the API ``path`` belongs to (``error_shapes``)."""
     from starlette.responses import JSONResponse
 
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+    from s2studio.server.error_shapes import error_body
+
+    return JSONResponse(error_body(path, status, message), status_code=status, headers=headers)
 
 
 def pcm16_bytes(samples: np.ndarray) -> bytes:
@@ -82,8 +86,19 @@ class AudioOutput:
     float_samples: bool = False
     live: bool = False
     start_buffer_ms: int = 0
+    # The compat routes' formats (OpenAI, Fish Audio): an ``audio.encoders.EncodeOptions``
+    # (format, rate, speed, bitrate); ``container`` is then its format.
+    encoding: Any = None
+    extra_headers: tuple[tuple[str, str], ...] = ()  # e.g. X-S2-Ignored on the OpenAI route
+
+    def encoder(self, sample_rate: int):
+        from s2studio.audio.encoders import StreamEncoder
+
+        return StreamEncoder(self.encoding, sample_rate)
 
     def headers(self, sample_rate: int) -> dict[str, str]:
+        if self.encoding is not None:
+            return {**self._encoded_headers(sample_rate), **dict(self.extra_headers)}
         name = "generated_audio.pcm" if self.container == "pcm" else "generated_audio.wav"
         headers = {"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "no-store"}
         if self.container == "pcm" or self.live:
@@ -91,6 +106,14 @@ class AudioOutput:
             # the client asked for s2studio's pcm_f32le.
             headers.update({"X-Audio-Sample-Rate": str(sample_rate), "X-Audio-Channels": "1",
                             "X-Audio-Encoding": "pcm_f32le" if self.raw_float else "pcm_s16le"})
+        return headers
+
+    def _encoded_headers(self, sample_rate: int) -> dict[str, str]:
+        rate = self.encoding.output_rate(sample_rate)
+        headers = {"Content-Disposition": f'attachment; filename="speech.{self.encoding.fmt}"',
+                   "Cache-Control": "no-store", "X-Audio-Sample-Rate": str(rate), "X-Audio-Channels": "1"}
+        if self.encoding.fmt in ("pcm", "wav"):
+            headers["X-Audio-Encoding"] = "pcm_s16le"
         return headers
 
     @property
@@ -106,6 +129,10 @@ class AudioOutput:
         return f32_bytes(samples) if self.raw_float else pcm16_bytes(samples)
 
     def media_type(self, sample_rate: int) -> str:
+        if self.encoding is not None:
+            from s2studio.audio.encoders import media_type
+
+            return media_type(self.encoding.fmt, self.encoding.output_rate(sample_rate))
         if self.raw_float:
             return "application/octet-stream"  # no registered type for raw float PCM
         return f"audio/L16; rate={sample_rate}; channels=1" if self.container == "pcm" else "audio/wav"
@@ -154,7 +181,7 @@ class SynthesisResponse:
         status = error_status(exc)
         if status == 500:
             log.error("synthesis failed: %s", exc, exc_info=not error_message(exc) == str(exc))
-        await json_error(status, self.redact(error_message(exc)))(scope, receive, send)
+        await json_error(status, self.redact(error_message(exc)), path=scope.get("path", ""))(scope, receive, send)
 
     async def _collect(self, first) -> tuple[list[np.ndarray], Done | Failed]:
         pieces: list[np.ndarray] = []
@@ -173,10 +200,14 @@ class SynthesisResponse:
             return
         result = end.result
         if result is None or result.cancelled:  # the server is shutting down (or the client left)
-            await json_error(503, "The synthesis was cancelled.")(scope, receive, send)
+            await json_error(503, "The synthesis was cancelled.", path=scope.get("path", ""))(scope, receive, send)
             return
         # The take's audio, not the chunks: it carries the requested post-processing.
-        if self.output.container == "pcm":
+        if self.output.encoding is not None:
+            from s2studio.audio.encoders import encode_whole
+
+            body = await asyncio.to_thread(encode_whole, result.audio, self.output.encoding, result.sample_rate)
+        elif self.output.container == "pcm":
             body = self.output.encode(result.audio)
         else:
             subtype = "FLOAT" if self.output.float_samples else "PCM_16"
@@ -186,6 +217,8 @@ class SynthesisResponse:
         await response(scope, receive, send)
 
     async def _stream(self, first, send) -> None:
+        if self.output.encoding is not None:
+            return await self._stream_encoded(first, send)
         out = self.output
         await send({"type": "http.response.start", "status": 200,
                     "headers": _raw_headers({**out.headers(self.sample_rate),
@@ -208,6 +241,28 @@ class SynthesisResponse:
             # Headers are gone already: the only honest signal left is an unfinished body.
             raise StreamAborted(f"synthesis failed mid-stream: {event.error}") from event.error
         await send({"type": "http.response.body", "body": b"".join(pending), "more_body": False})
+
+
+    async def _stream_encoded(self, first, send) -> None:
+        """The compat routes' live stream: each chunk through the format's encoder (PyAV or
+        PCM; a few ms per chunk, in a thread so the event loop keeps serving)."""
+        out = self.output
+        encoder = out.encoder(self.sample_rate)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": _raw_headers({**out.headers(self.sample_rate),
+                                             "Content-Type": out.media_type(self.sample_rate)})})
+        event = first
+        while isinstance(event, Chunk):
+            data = await asyncio.to_thread(encoder.write, event.chunk.samples)
+            if data:
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+            event = await self.ticket.next_event()
+        if isinstance(event, Failed):
+            if isinstance(event.error, ClientGone):
+                return
+            raise StreamAborted(f"synthesis failed mid-stream: {event.error}") from event.error
+        await send({"type": "http.response.body", "body": await asyncio.to_thread(encoder.finish),
+                    "more_body": False})
 
 
 class StreamAborted(Exception):

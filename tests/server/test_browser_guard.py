@@ -25,6 +25,8 @@ def assert_refused(reply, status: int, *words: str):
     assert reply.status == status, (reply.status, reply.body)
     assert reply.headers["content-type"] == "application/json"
     message = reply.json()["error"]
+    if isinstance(message, dict):  # the OpenAI routes' shape
+        message = message["message"]
     for word in words:
         assert word.lower() in message.lower(), message
 

@@ -1,0 +1,255 @@
+"""The Book view in the real window: import (menu path and drag and drop), render on the tiny
+model, pause, resume after a restart, one sentence regenerated or edited, the studio going first,
+export. Real widgets (offscreen), a real GGUF, real files made by the tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication
+
+from s2studio.app import book_controller as bc
+from s2studio.book import SentenceRef
+
+MANUSCRIPT = """# The Test Book
+
+## Chapter One
+
+The rain came early. It did not stop.
+
+Nobody minded.
+
+## Chapter Two
+
+A door opened. Someone laughed.
+"""
+
+
+def _book_file(tmp_path: Path) -> Path:
+    path = tmp_path / "book.md"
+    path.write_text(MANUSCRIPT, encoding="utf-8")
+    return path
+
+
+def drop_file(widget, path):
+    """What a real drag does: DragEnter (accepted, else Qt never delivers the drop), then Drop."""
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    enter = QDragEnterEvent(QPoint(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
+                            Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(widget, enter)
+    assert enter.isAccepted(), "the window refused the dragged book"
+    drop = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
+                      Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(widget, drop)
+
+
+def _window(make_window, fast_settings, tts_model, **overrides):
+    window = make_window(fast_settings(tts_model, max_new_tokens=6, **overrides))
+    window.book_view.parallel.setValue(2)
+    return window
+
+
+def _rendered(controller) -> dict[SentenceRef, str]:
+    """Every sentence's key, for the rendered ones."""
+    project = controller.project
+    out = {}
+    for job in project.manuscript.jobs(None, project.fingerprint):
+        if project.is_rendered(job.key):
+            out[job.ref] = job.key
+    return out
+
+
+def _sentence_files(controller) -> dict[str, int]:
+    folder = Path(controller.project.folder) / "sentences"
+    return {p.name: p.stat().st_mtime_ns for p in folder.glob("*.npy")}
+
+
+def _render_to_end(qtbot, window, timeout=120_000):
+    view = window.book_view
+    with qtbot.waitSignal(window.book.render_finished, timeout=timeout) as blocker:
+        view.render_button.click()
+    qtbot.waitUntil(lambda: not window.book.rendering, timeout=10_000)
+    return blocker.args[0]
+
+
+def test_import_through_the_menu_path_lists_chapters_and_is_remembered(make_window, fast_settings, tts_model,
+                                                                      tmp_path, isolated_dirs):
+    window = _window(make_window, fast_settings, tts_model)
+    path = _book_file(tmp_path)
+    window.ask_book_path = lambda: str(path)  # the file dialog's answer; the import itself is the real one
+    window.import_book_dialog()
+    view = window.book_view
+    assert window.showing_book
+    assert view.chapters.rowCount() == 2
+    assert view.chapters.item(0, 0).text() == "1. Chapter One"
+    assert view.chapters.item(1, 1).text() == "0/2"
+    assert view.sentences.rowCount() == 3  # the first chapter is shown: 3 sentences in 2 paragraphs
+    folder = Path(window.book.project.folder)
+    assert folder.parent == isolated_dirs / "projects" / "books" and (folder / "book.json").is_file()
+    assert window.settings.book_folder == str(folder)
+
+
+def test_a_dropped_epub_is_imported(make_window, fast_settings, tts_model, tmp_path, qtbot):
+    ebooklib = pytest.importorskip("ebooklib")
+    from ebooklib import epub
+
+    book = epub.EpubBook()
+    book.set_identifier("t1")
+    book.set_title("Dropped")
+    book.set_language("en")
+    book.add_author("A. Writer")
+    chapters = []
+    for i, text in enumerate(("First words here.", "Second words here."), start=1):
+        c = epub.EpubHtml(title=f"Part {i}", file_name=f"c{i}.xhtml", lang="en")
+        c.content = f"<html><body><h1>Part {i}</h1><p>{text}</p></body></html>"
+        book.add_item(c)
+        chapters.append(c)
+    book.toc = chapters
+    book.spine = chapters
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    path = tmp_path / "dropped.epub"
+    epub.write_epub(str(path), book)
+    assert ebooklib
+
+    window = _window(make_window, fast_settings, tts_model)
+    drop_file(window.editor.edit.viewport(), path)  # on the studio's editor: still a book, not a script
+    assert window.showing_book
+    assert window.book.project.manuscript.title == "Dropped"
+    titles = [c.title for c in window.book.project.manuscript.chapters if c.included]
+    assert titles == ["Part 1", "Part 2"]
+    assert window.book_view.title.text() == "Dropped — A. Writer"
+
+
+def test_an_unreadable_book_gives_a_banner(make_window, fast_settings, tts_model, tmp_path):
+    window = _window(make_window, fast_settings, tts_model)
+    bad = tmp_path / "broken.epub"
+    bad.write_bytes(b"PK\x03\x04 this is not a zip")
+    assert not window.import_book(str(bad))
+    assert window.book_view.error_banner.isVisible()
+    assert "broken.epub" in window.book_view.error_banner.text
+    assert window.book.project is None
+
+
+def test_render_pause_and_resume_after_a_restart(make_window, fast_settings, tts_model, tmp_path, qtbot,
+                                                 isolated_dirs):
+    from s2studio.app.settings import load_settings
+
+    window = _window(make_window, fast_settings, tts_model)
+    window.book_view.parallel.setValue(1)  # one at a time: the pause lands between sentences
+    assert window.import_book(str(_book_file(tmp_path)))
+    controller = window.book
+    total = controller.project.manuscript.sentence_count
+    paused = []
+    controller.progressed.connect(lambda p: paused or (paused.append(p), controller.pause()))
+    with qtbot.waitSignal(controller.render_finished, timeout=120_000) as blocker:
+        window.book_view.render_button.click()
+    summary = blocker.args[0]
+    qtbot.waitUntil(lambda: controller.state == bc.PAUSED, timeout=10_000)
+    assert summary.stopped == "paused" and 1 <= summary.rendered < total
+    assert window.book_view.render_button.text() == "Resume"
+    done_before = _rendered(controller)
+    files_before = _sentence_files(controller)
+    assert len(done_before) == summary.rendered
+
+    window.close()  # the app quits; the open book is in the settings file
+    settings = load_settings(isolated_dirs / "config" / "settings.json").settings
+    assert settings.book_folder == controller.project.folder
+    again = make_window(settings)
+    again.book_view.parallel.setValue(2)
+    assert again.book.project is not None and again.book.project.folder == settings.book_folder
+    again.show_book()
+    first_chapter = again.book_view.chapters.item(0, 1).text()
+    assert first_chapter.startswith(f"{sum(1 for r in done_before if r.chapter == 0)}/")
+    summary = _render_to_end(qtbot, again)
+    assert summary.rendered == total - len(done_before) and summary.skipped == len(done_before)
+    assert again.book.state == bc.DONE
+    files_after = _sentence_files(again.book)
+    assert all(files_after[name] == mtime for name, mtime in files_before.items())  # nothing rendered twice
+    qtbot.waitUntil(lambda: again.book_view.progress.value() == total, timeout=5000)  # refreshed soon after
+
+
+def test_regenerate_or_edit_one_sentence_renders_only_it(make_window, fast_settings, tts_model, tmp_path, qtbot):
+    window = _window(make_window, fast_settings, tts_model)
+    assert window.import_book(str(_book_file(tmp_path)))
+    controller, view = window.book, window.book_view
+    _render_to_end(qtbot, window)
+    before = _rendered(controller)
+    assert len(before) == controller.project.manuscript.sentence_count
+
+    view.sentences.selectRow(1)
+    ref = view.selected_ref()
+    with qtbot.waitSignal(controller.render_finished, timeout=60_000) as blocker:
+        view.regenerate_button.click()
+    assert blocker.args[0].rendered == 1
+    qtbot.waitUntil(lambda: controller.state == bc.DONE, timeout=10_000)
+    after = _rendered(controller)
+    assert after[ref] != before[ref]
+    assert {r: k for r, k in after.items() if r != ref} == {r: k for r, k in before.items() if r != ref}
+
+    # Edit the first sentence's text in the table: it alone renders again, the text shown changes.
+    view.sentences.selectRow(0)
+    first = view.selected_ref()
+    with qtbot.waitSignal(controller.render_finished, timeout=60_000) as blocker:
+        view.sentences.item(0, 0).setText("The rain came late.")
+    assert blocker.args[0].rendered == 1
+    assert controller.project.manuscript.sentence(first).text == "The rain came late."
+    qtbot.waitUntil(lambda: controller.state == bc.DONE, timeout=10_000)
+    edited = _rendered(controller)
+    assert edited[first] != after[first]
+    assert {r: k for r, k in edited.items() if r != first} == {r: k for r, k in after.items() if r != first}
+
+
+def test_the_dictionary_changes_what_the_model_reads_not_the_text_shown(make_window, fast_settings, tts_model,
+                                                                       tmp_path, qtbot):
+    window = _window(make_window, fast_settings, tts_model)
+    assert window.import_book(str(_book_file(tmp_path)))
+    view, controller = window.book_view, window.book
+    view.phrase.setText("rain")
+    view.say.setText("drizzle")
+    view.add_phrase_button.click()
+    qtbot.waitUntil(lambda: view.dictionary.rowCount() == 1, timeout=2000)
+    assert view.sentences.item(0, 0).text() == "The rain came early."
+    assert "drizzle" in view.sentences.item(0, 0).toolTip()
+    job = controller.project.manuscript.job(SentenceRef(0, 0, 0), "")
+    assert job.model_text == "The drizzle came early."
+
+
+def test_a_studio_take_goes_first_and_the_book_resumes(make_window, fast_settings, tts_model, tmp_path, qtbot):
+    window = _window(make_window, fast_settings, tts_model)
+    assert window.import_book(str(_book_file(tmp_path)))
+    controller = window.book
+    states = []
+    controller.state_changed.connect(states.append)
+    started = []
+    controller.progressed.connect(lambda p: started.append(p))
+    window.book_view.render_button.click()
+    qtbot.waitUntil(lambda: bool(started), timeout=60_000)  # the model is loaded and the book under way
+    window.show_studio()
+    window.editor.set_text("Hello there.")
+    with qtbot.waitSignal(window.worker.finished, timeout=60_000):
+        window.generate()
+    assert bc.WAITING in states
+    qtbot.waitUntil(lambda: controller.state == bc.DONE, timeout=120_000)
+    assert len(_rendered(controller)) == controller.project.manuscript.sentence_count
+
+
+def test_export_writes_chapter_files_and_the_book_file(make_window, fast_settings, tts_model, tmp_path, qtbot):
+    pytest.importorskip("av")
+    window = _window(make_window, fast_settings, tts_model)
+    assert window.import_book(str(_book_file(tmp_path)))
+    _render_to_end(qtbot, window)
+    view = window.book_view
+    view.chapter_format.setCurrentIndex(view.chapter_format.findData("flac"))
+    out = tmp_path / "out"
+    with qtbot.waitSignal(window.book.exported, timeout=60_000) as blocker:
+        assert view.export_to(str(out))
+    outputs = blocker.args[0]
+    assert [os.path.basename(o.path) for o in outputs] == ["01-Chapter-One.flac", "02-Chapter-Two.flac"]
+    assert (out / "The-Test-Book.m4b").is_file() and (out / "report.txt").is_file()
+    assert "Exported 2 chapter file(s)" in view.notice_banner.text

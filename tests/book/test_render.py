@@ -1,0 +1,139 @@
+"""Rendering a book on the tiny model: N at once equals one at a time equals each sentence
+alone; editing re-renders only what changed; pause, cancel, order of need."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+import pytest
+
+from s2studio.book import BookProject, BookRenderer, ImportedBook, ImportedChapter, Manuscript, SentenceRef
+from s2studio.engine.params import GenerationParams
+from s2studio.errors import InputError
+
+FRAMES = 5
+
+
+def project_at(folder, seed: int = 11) -> BookProject:
+    imported = ImportedBook("Tiny", chapters=[
+        ImportedChapter("One", ["The first sentence. A second one!", "Another paragraph here."]),
+        ImportedChapter("Two", ["Chapter two starts. It ends."]),
+        ImportedChapter("Three", ["Last words."])])
+    m = Manuscript.from_import(imported, seed=seed)
+    m.generation = GenerationParams(max_new_tokens=FRAMES, min_tokens_before_end=FRAMES, seed=seed)
+    return BookProject.create(folder, m)
+
+
+def all_audio(project: BookProject) -> list[np.ndarray]:
+    return [project.audio_of(j.key)[0] for j in project.manuscript.jobs(None, project.fingerprint)]
+
+
+def test_parallel_renders_equal_one_at_a_time_and_each_sentence_alone(tmp_path, tiny_pipeline):
+    one, four = project_at(tmp_path / "one"), project_at(tmp_path / "four")
+    s1 = BookRenderer(tiny_pipeline, one, parallel=1).run()
+    s4 = BookRenderer(tiny_pipeline, four, parallel=4).run()
+    assert (s1.rendered, s4.rendered, s1.failed, s4.failed) == (6, 6, 0, 0)
+    a1, a4 = all_audio(one), all_audio(four)
+    assert all(len(a) == FRAMES * 2048 for a in a1)
+    for x, y in zip(a1, a4):
+        np.testing.assert_array_equal(x, y)
+    # A sentence alone, as the studio would synthesize it: the same samples.
+    renderer = BookRenderer(tiny_pipeline, one, parallel=1)
+    job = one.manuscript.jobs(None, one.fingerprint)[4]
+    alone = tiny_pipeline.synthesize(renderer.request_for(job)).run_to_end()
+    np.testing.assert_array_equal(alone.audio, a1[4])
+    assert renderer.request_for(job).text == "It ends." and renderer.request_for(job).generation.seed == job.seed
+
+
+def test_a_second_run_renders_only_what_changed(tmp_path, tiny_pipeline):
+    project = project_at(tmp_path / "b")
+    BookRenderer(tiny_pipeline, project, parallel=2).run()
+    files = {j.key: project.sentence_path(j.key) for j in project.manuscript.jobs(None, project.fingerprint)}
+    stamps = {k: __import__("os").stat(p).st_mtime_ns for k, p in files.items()}
+    again = BookRenderer(tiny_pipeline, project, parallel=2).run()
+    assert (again.rendered, again.skipped) == (0, 6)
+    project.manuscript.edit_sentence(SentenceRef(1, 0, 1), "It ends well.")
+    project.manuscript.dictionary.add("Last", "Lost")
+    project.save()
+    reopened = BookProject.open(project.folder)
+    renderer = BookRenderer(tiny_pipeline, reopened, parallel=2)
+    assert [j.model_text for j in renderer.plan()] == ["It ends well.", "Lost words."]
+    summary = renderer.run()
+    assert (summary.rendered, summary.skipped) == (2, 4)
+    for key, path in files.items():
+        if reopened.is_rendered(key) and key in {j.key for j in reopened.manuscript.jobs(None, reopened.fingerprint)}:
+            assert __import__("os").stat(path).st_mtime_ns == stamps[key]  # not rendered again
+    # Regenerating one sentence: a new seed, only it renders.
+    job = renderer.regenerate(SentenceRef(0, 1, 0), seed=123)
+    assert [j.key for j in renderer.plan()] == [job.key]
+    assert renderer.run().rendered == 1
+    reopened = BookProject.open(project.folder)
+    assert reopened.manuscript.sentence(SentenceRef(0, 1, 0)).seed == 123
+    # Without a renderer (listening or exporting after a restart): the keys of the last render.
+    assert reopened.fingerprint == project.fingerprint != ""
+    assert [reopened.status(j.key) for j in reopened.manuscript.jobs(None, reopened.fingerprint)] == ["rendered"] * 6
+
+
+def test_the_chapter_asked_for_renders_first(tmp_path, tiny_pipeline):
+    project = project_at(tmp_path / "b")
+    order = []
+    renderer = BookRenderer(tiny_pipeline, project, parallel=1, on_progress=lambda p: order.append(p.chapter))
+    renderer.prioritise(2)
+    renderer.run()
+    assert order == [2, 0, 0, 0, 1, 1]
+
+
+def test_pause_keeps_finished_sentences_and_resume_continues(tmp_path, tiny_pipeline):
+    project = project_at(tmp_path / "b")
+    renderer = BookRenderer(tiny_pipeline, project, parallel=2)
+    renderer.on_progress = lambda p: renderer.pause() if p.done == 1 else None
+    first = renderer.run()
+    assert first.stopped == "paused" and 1 <= first.rendered < 6
+    assert first.rendered + BookRenderer(tiny_pipeline, project, parallel=2).run().rendered == 6
+    reference = project_at(tmp_path / "ref")
+    BookRenderer(tiny_pipeline, reference, parallel=1).run()
+    for x, y in zip(all_audio(project), all_audio(reference)):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_cancel_stops_the_sentences_in_flight(tmp_path, tiny_pipeline):
+    project = project_at(tmp_path / "b")
+    project.manuscript.generation = dataclasses.replace(project.manuscript.generation, max_new_tokens=400,
+                                                        min_tokens_before_end=400)
+    renderer = BookRenderer(tiny_pipeline, project, parallel=2)
+    done = threading.Event()
+    result = {}
+
+    def go():
+        result["summary"] = renderer.run()
+        done.set()
+
+    thread = threading.Thread(target=go)
+    thread.start()
+    while not renderer._in_flight and thread.is_alive():
+        done.wait(0.01)
+    renderer.cancel()
+    thread.join(60)
+    assert not thread.is_alive()
+    summary = result["summary"]
+    assert summary.stopped == "cancelled" and summary.rendered == 0
+
+
+def test_a_failing_sentence_is_recorded_and_the_render_goes_on(tmp_path, tiny_pipeline):
+    project = project_at(tmp_path / "b")
+    project.manuscript.chapters[2].paragraphs[0].sentences[0].voice = "no-such-voice"
+    summary = BookRenderer(tiny_pipeline, project, parallel=2).run()
+    assert (summary.rendered, summary.failed) == (5, 1)
+    ref, message = summary.failures[0]
+    assert ref == SentenceRef(2, 0, 0) and "no-such-voice" in message
+    assert project.failure(project.manuscript.job(ref, project.fingerprint).key) == message
+
+
+def test_parallel_has_a_range(tmp_path, tiny_pipeline):
+    project = project_at(tmp_path / "b")
+    for bad in (0, 9, True, "4"):
+        with pytest.raises(InputError, match="parallel must be 1 to 8"):
+            BookRenderer(tiny_pipeline, project, parallel=bad)
+    assert BookRenderer(tiny_pipeline, project).parallel == 4  # a CPU's default

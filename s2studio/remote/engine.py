@@ -165,6 +165,16 @@ class RemoteEngine:
             self._sample_rate = rate or CODEC_SAMPLE_RATE  # model_info checked it (answers.checked_rate)
         return self._sample_rate
 
+    def is_model_rate(self, rate: int | None):
+        """Whether audio at ``rate`` is at the model's rate (``None``: that rate). The codec's
+        44.1 kHz is taken without a question; any other rate only when the server's ``/health``
+        says the model makes it (asked once, only then: one connection fewer per take)."""
+        if rate is None:
+            return self._sample_rate or CODEC_SAMPLE_RATE
+        if self._sample_rate is None and rate == CODEC_SAMPLE_RATE:
+            return True
+        return rate == self.sample_rate
+
     def model_info(self, load: bool = True) -> ModelInfo:
         """The model the (first) server serves, from its ``/health`` (``load=False``: none asked)."""
         address = self._addresses[0]
@@ -363,7 +373,7 @@ class SegmentFetch:
                 if self.job.cancel_event.is_set():
                     return
                 raise
-            decoder = PcmDecoder.for_response(response, self.engine.sample_rate, address.url)
+            decoder = PcmDecoder.for_response(response, self.engine.is_model_rate, address.url)
             skip = self.delivered  # a retry regenerates the segment from its start
             received = 0
             limit = answers.max_segment_samples(self.request.generation.max_new_tokens)
@@ -442,6 +452,7 @@ class PcmDecoder:
         self.encoding = encoding  # pcm_f32le | pcm_s16le
         self.sample_rate = sample_rate  # the model's: an answer at any other rate is refused
         self.url = url
+        self._is_model_rate = lambda rate: False  # only ``sample_rate`` itself, unless for_response says more
         # PCM16 may come inside a live WAV (s2.cpp's answer to a format it does not know), whatever
         # the Content-Type says: its first bytes tell.
         self._sniffing = encoding == "pcm_s16le"
@@ -449,15 +460,18 @@ class PcmDecoder:
         self.bytes_per_sample = 4 if encoding == "pcm_f32le" else 2
 
     @classmethod
-    def for_response(cls, response: http.client.HTTPResponse, model_rate: int, url: str) -> "PcmDecoder":
-        """A decoder for a ``/generate`` answer, whose audio must be at ``model_rate`` (the rate
-        the model makes; ``X-Audio-Sample-Rate`` saying otherwise is refused: a take at a rate
-        of the server's choosing made a 16 KB answer into a 720 MB file)."""
+    def for_response(cls, response: http.client.HTTPResponse, is_model_rate, url: str) -> "PcmDecoder":
+        """A decoder for a ``/generate`` answer, whose audio must be at the model's rate
+        (``is_model_rate(rate)``); ``X-Audio-Sample-Rate`` saying otherwise is refused: a take
+        at a rate of the server's choosing made a 16 KB answer into a 720 MB file."""
         encoding = (response.getheader("X-Audio-Encoding") or "").lower()
         rate_header = (response.getheader("X-Audio-Sample-Rate") or "").strip()
-        if rate_header and rate_header != str(model_rate):
-            raise cls._wrong_rate(url, rate_header, model_rate)
-        return cls("pcm_f32le" if encoding == "pcm_f32le" else "pcm_s16le", model_rate, url)
+        rate = int(rate_header) if rate_header.isdigit() and len(rate_header) < 10 else None
+        if rate_header and (rate is None or not is_model_rate(rate)):
+            raise cls._wrong_rate(url, rate_header, is_model_rate(None))
+        decoder = cls("pcm_f32le" if encoding == "pcm_f32le" else "pcm_s16le", rate or is_model_rate(None), url)
+        decoder._is_model_rate = is_model_rate
+        return decoder
 
     @staticmethod
     def _wrong_rate(url: str, said, model_rate: int) -> answers.ServerMisbehaved:
@@ -485,8 +499,9 @@ class PcmDecoder:
             self._sniffing = False
             if self._buffer[:4] == b"RIFF" and self._buffer[8:12] == b"WAVE":
                 rate = int.from_bytes(self._buffer[24:28], "little")
-                if rate != self.sample_rate:
+                if rate != self.sample_rate and not self._is_model_rate(rate):
                     raise self._wrong_rate(self.url, rate, self.sample_rate)
+                self.sample_rate = rate
                 del self._buffer[:WAV_HEADER_BYTES]
         frame_bytes = SAMPLES_PER_CODE_FRAME * self.bytes_per_sample
         whole = len(self._buffer) // frame_bytes * frame_bytes

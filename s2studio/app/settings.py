@@ -200,7 +200,7 @@ def load_settings(path: Path | None = None) -> LoadedSettings:
         data = json.loads(text)
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: [[[[... deeper than the parser's stack (fuzzing found it)
         return _damaged(path, "it is not a JSON object")
     settings, bad = settings_from_dict(data)
     notice = None

@@ -237,7 +237,7 @@ class TakesController(QObject):
         def work():
             try:
                 save_project_folder(copy, folder, removable)
-            except OSError as err:
+            except (OSError, ValueError, ProjectFileError) as err:
                 log.warning("autosave to %s failed: %s", folder, err)
                 self._io_done.emit(AUTOSAVE, f"The project could not be saved automatically in {folder} "
                                              f"({err.strerror or err}); save it with File ▸ Save project….")
@@ -251,7 +251,7 @@ class TakesController(QObject):
         def work():
             try:
                 save_project_file(copy, path)
-            except (OSError, ValueError) as err:
+            except (OSError, ValueError, ProjectFileError) as err:
                 self._io_done.emit(PROJECTS, f"The project could not be saved as {path}: "
                                              f"{getattr(err, 'strerror', None) or err}")
                 return

@@ -13,8 +13,10 @@ within one file system), fsync it, and rename it over the destination. Around th
   refused: renaming over it would silently destroy a device node or a pipe someone reads;
 * an existing file keeps its permission bits (a 0600 file stays private); a new one gets the
   usual umask permissions;
-* temp files are named ``.<name>.s2-<pid>.<random>.part``; one whose process is gone (killed
-  with SIGKILL, power cut) is removed the next time anything is written in that folder.
+* temp files are named ``.<name>.s2-<pid>.<random>.part``, or ``.s2-<pid>.<random>.part``
+  when the name is too long to carry (a legal final name of up to 255 bytes must still be
+  writable); one whose process is gone (killed with SIGKILL, power cut) is removed the next
+  time anything is written in that folder.
 
 Reads (:func:`read_regular_file`): ``open()`` on a FIFO blocks until a writer appears and a
 sparse 20 GB file would be read whole, so callers state the largest size they accept and the
@@ -37,7 +39,11 @@ from s2studio.errors import InputError
 TEMP_SUFFIX = ".part"
 # ".<name>.s2-<pid>.<8 random chars from mkstemp>.part": the pid lets a later run tell a
 # temp file whose writer died from one being written right now.
-_TEMP_RE = re.compile(r"^\..+\.s2-(\d+)\.[A-Za-z0-9_]{8}\.part$")
+_TEMP_RE = re.compile(r"^\.(?:.+\.)?s2-(\d+)\.[A-Za-z0-9_]{8}\.part$")
+# Bytes a temp name adds to the final name: ".", ".s2-", a pid (7 digits at most on Linux,
+# 10 elsewhere), ".", 8 random characters and ".part". Past this the name is left out.
+_TEMP_OVERHEAD = 1 + 4 + 10 + 1 + 8 + 5
+_MAX_NAME_BYTES = 255
 # Where a writer's liveness cannot be checked (Windows: os.kill would terminate the process),
 # a temp file untouched for this long is taken to be abandoned.
 _STALE_AFTER_SECONDS = 24 * 3600
@@ -109,8 +115,7 @@ def check_output_path(dest: str | os.PathLike[str]) -> str:
     # Creating (and removing) a file is the only honest test: os.access says yes to root and
     # knows nothing of read-only mounts.
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.s2-{os.getpid()}.", suffix=TEMP_SUFFIX,
-                                     dir=folder)
+        fd, probe = tempfile.mkstemp(prefix=temp_prefix(os.path.basename(real)), suffix=TEMP_SUFFIX, dir=folder)
     except OSError as err:
         raise OutputPathError(dest, f"cannot create files in the folder {folder} "
                                     f"({err.strerror or err}).") from None
@@ -120,6 +125,14 @@ def check_output_path(dest: str | os.PathLike[str]) -> str:
 
 
 # ------------------------------------------------------------------------------ writing
+
+
+def temp_prefix(name: str) -> str:
+    """The start of a temp file's name for final name ``name``: the name itself when the
+    result stays within a file name's 255 bytes, else none (the pid and random part suffice)."""
+    if len(os.fsencode(name)) + _TEMP_OVERHEAD <= _MAX_NAME_BYTES:
+        return f".{name}.s2-{os.getpid()}."
+    return f".s2-{os.getpid()}."
 
 
 def _default_file_mode() -> int:
@@ -183,7 +196,7 @@ def make_temp_beside(dest: str) -> tuple[int, str]:
     real = resolve_output_path(dest)
     directory, name = os.path.split(real)
     remove_stale_temp_files(directory)
-    fd, path = tempfile.mkstemp(prefix=f".{name}.s2-{os.getpid()}.", suffix=TEMP_SUFFIX, dir=directory)
+    fd, path = tempfile.mkstemp(prefix=temp_prefix(name), suffix=TEMP_SUFFIX, dir=directory)
     if os.name == "posix":
         try:
             try:

@@ -200,3 +200,29 @@ def read_reference_clip(path: str | os.PathLike[str], target_sr: int = CODEC_SAM
     seconds = len(samples) / target_sr
     keep = int(DEFAULT_MAX_REFERENCE_SECONDS * target_sr)
     return (samples[:keep].copy() if len(samples) > keep else samples), seconds
+
+
+def decode_exact_wav(data: bytes, sample_rate: int, samples: int, *, name: str) -> np.ndarray:
+    """A mono WAV held in memory that must be exactly ``samples`` samples at ``sample_rate``
+    (a project's own audio): anything else, including a WAV that merely decodes, is an
+    :class:`AudioInputError`. Its header is judged before a sample is decoded, and nothing is
+    resampled, so the memory used is the size the caller already accepted."""
+    if data[:4] not in (b"RIFF", b"RF64") or data[8:12] != b"WAVE":
+        raise AudioInputError(name, "is not a WAV file.")
+    try:
+        with sf.SoundFile(io.BytesIO(data)) as f:
+            if f.channels != 1 or f.samplerate != sample_rate:
+                raise AudioInputError(name, f"is {f.channels} channel(s) at {f.samplerate} Hz; "
+                                            f"mono at {sample_rate} Hz was declared.")
+            if f.frames != samples:
+                raise AudioInputError(name, f"holds {f.frames} samples; {samples} were declared (truncated?).")
+            mono = f.read(dtype="float32")
+    except AudioInputError:
+        raise
+    except _DECODE_ERRORS as err:
+        raise AudioInputError(name, f"is not a readable audio file ({_describe(err)}).") from err
+    if len(mono) != samples:
+        raise AudioInputError(name, f"holds {len(mono)} samples; {samples} were declared (truncated?).")
+    if not np.all(np.isfinite(mono)):
+        raise AudioInputError(name, "contains invalid samples (NaN or infinity).")
+    return mono

@@ -18,6 +18,7 @@ import numpy as np
 import soxr
 
 RESAMPLERS = ("soxr", "linear")
+MAX_RATE = 192_000  # s2studio.audio.reading.MAX_SAMPLE_RATE
 
 
 def resample_linear(samples: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
@@ -55,8 +56,10 @@ def resample(samples: np.ndarray, src_rate: int, dst_rate: int, method: str = "s
     """Resample mono float32 ``samples`` from ``src_rate`` to ``dst_rate`` Hz."""
     if method not in RESAMPLERS:
         raise ValueError(f"unknown resampler {method!r}; expected one of {RESAMPLERS}")
-    if src_rate <= 0 or dst_rate <= 0:
-        raise ValueError(f"sample rates must be positive, got {src_rate} -> {dst_rate}")
+    if not (0 < src_rate <= MAX_RATE and 0 < dst_rate <= MAX_RATE):
+        # An unbounded target (a project file asking for 2 GHz) would be a memory request of
+        # any size; no audio this project handles needs more than a studio master's rate.
+        raise ValueError(f"sample rates must be in 1..{MAX_RATE} Hz, got {src_rate} -> {dst_rate}")
     x = np.ascontiguousarray(samples, dtype=np.float32)
     if src_rate == dst_rate or x.shape[0] == 0:
         return x.copy()

@@ -104,14 +104,30 @@ def _clear_peak_timestamp(fh) -> None:
         pos += 8 + size + (size & 1)
 
 
+# Frames handed to libsndfile per call. Its Vorbis encoder crashed the process (a segfault)
+# when given a take of about a minute at once; every format is written in blocks of this size,
+# which also keeps the converted copy (PCM16, clipped) one block long instead of the take's.
+WRITE_BLOCK_FRAMES = 1 << 16
+
+
+def write_blocks(target, x: np.ndarray, sample_rate: int, *, fmt: str, subtype: str, convert=None) -> None:
+    """Write mono float32 ``x`` to ``target`` (a path or a binary file object) with libsndfile,
+    :data:`WRITE_BLOCK_FRAMES` frames at a time; ``convert`` maps each block first."""
+    with sf.SoundFile(target, "w", samplerate=sample_rate, channels=1, subtype=subtype, format=fmt) as f:
+        for start in range(0, len(x), WRITE_BLOCK_FRAMES):
+            block = x[start:start + WRITE_BLOCK_FRAMES]
+            f.write(convert(block) if convert is not None else block)
+
+
 def _write_to(target, x: np.ndarray, sample_rate: int, subtype: str) -> None:
     if subtype == "PCM_16":
-        data = float_to_pcm16(x)
+        convert = float_to_pcm16
     elif subtype == "PCM_24":
-        data = np.clip(x, -1.0, 1.0)  # libsndfile would wrap a sample past full scale, not clip it
+        def convert(block):
+            return np.clip(block, -1.0, 1.0)  # libsndfile would wrap a sample past full scale, not clip it
     else:
-        data = x
-    sf.write(target, data, sample_rate, subtype=subtype, format="WAV")
+        convert = None
+    write_blocks(target, x, sample_rate, fmt="WAV", subtype=subtype, convert=convert)
     if isinstance(target, io.BytesIO):
         _clear_peak_timestamp(target)
     else:
@@ -197,11 +213,12 @@ def write_audio_file(path: str | os.PathLike[str], samples: np.ndarray, sample_r
     if fmt == "WAV":
         write_wav(dest, samples, sample_rate, subtype=subtype)
         return
-    x = np.clip(_checked_mono(samples, sample_rate, "FLOAT"), -1.0, 1.0)
+    x = _checked_mono(samples, sample_rate, "FLOAT")
     fd, temp_path = make_temp_beside(dest)
     try:
         os.close(fd)
-        sf.write(temp_path, x, sample_rate, subtype=subtype, format=fmt)
+        write_blocks(temp_path, x, sample_rate, fmt=fmt, subtype=subtype,
+                     convert=lambda block: np.clip(block, -1.0, 1.0))
         if fmt == "OGG":
             with open(temp_path, "r+b") as fh:
                 fix_ogg_serial(fh)

@@ -199,13 +199,14 @@ def peak_rss_mb() -> float:
 def print_server_voices(engine) -> int:
     """The voices in the server's own folder (usable by id with --server; the local library's
     voices are sent along with each request anyway)."""
+    from s2studio.remote.printable import printable
+
     for address in engine.addresses:
         voices = engine.list_voices(address)
         print(f"{address.url}: {len(voices)} voice(s)")
-        for v in voices:
-            if isinstance(v, dict):
-                note = "" if v.get("usable", True) else "  [unusable]"
-                print(f"  {v.get('id', '?'):<24} {v.get('name', '')}{note}")
+        for v in voices:  # each a dict, its text already made printable (remote/answers.py)
+            note = "" if v.get("usable", True) is not False else "  [unusable]"
+            print(f"  {printable(v.get('id', '?'), 64):<24} {printable(v.get('name', ''), 120)}{note}")
     return 0
 
 

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 
 from s2studio.errors import InputError, S2Error
+from s2studio.remote.printable import printable
 
 DEFAULT_PORT = 3030  # s2studio serve's and s2.cpp's
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -194,18 +195,17 @@ class Connection:
             raise self._status_error(response)
         return response
 
-    def get_json(self, path: str) -> dict:
+    def get_json(self, path: str, max_bytes: int) -> dict:
+        """A JSON object answer, its body capped at ``max_bytes`` and checked
+        (:mod:`s2studio.remote.answers`)."""
+        from s2studio.remote.answers import parse_json_object, read_capped  # answers builds on this module
+
         response = self.request("GET", path)
         try:
-            data = json.loads(response.read())
-        except (ValueError, OSError, http.client.HTTPException):
-            raise ServerRefused(self.url, f"The server at {self.url} sent an unreadable answer to {path}; is it "
-                                          "an s2studio (or s2.cpp) server?", 200) from None
+            return parse_json_object(read_capped(response, max_bytes, self.url, f"its answer to {path}"),
+                                     self.url, path)
         finally:
             self.close()
-        if not isinstance(data, dict):
-            raise ServerRefused(self.url, f"The server at {self.url} sent an unexpected answer to {path}.", 200)
-        return data
 
     def _status_error(self, response: http.client.HTTPResponse) -> RemoteError:
         try:
@@ -213,15 +213,15 @@ class Connection:
         except (OSError, http.client.HTTPException):
             body = b""
         self.close()
-        message = _error_text(body) or f"HTTP {response.status} {response.reason}".strip()
+        message = _error_text(body) or printable(f"HTTP {response.status} {response.reason}")
         status = response.status
         if status == 401:
             what = "rejected the API key" if self.api_key else "needs an API key"
             return ServerRefused(self.url, f"The server at {self.url} {what} (401): set the key it was started "
                                            "with (--api-key, or the app's server settings).", status)
         if status == 503:
-            retry = response.getheader("Retry-After")
-            later = f"; try again in {retry} s" if retry else ""
+            retry = response.getheader("Retry-After") or ""
+            later = f"; try again in {int(retry)} s" if retry.isdigit() and len(retry) < 7 else ""
             return ServerBusy(self.url, f"The server at {self.url} is busy: {message}{later}.")
         if status == 404:
             return ServerRefused(self.url, f"The server at {self.url} has no {self._path} endpoint (404); is it "
@@ -249,15 +249,17 @@ def _reason(exc: BaseException) -> str:
         return "connection refused"
     if isinstance(exc, socket.gaierror):
         return "unknown host name"
-    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    # printable: a malformed status line (BadStatusLine) carries the server's bytes
+    return printable(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__, 120)
 
 
 def _error_text(body: bytes) -> str:
-    """The server's ``{"error": "..."}`` message, else the body's text (short)."""
+    """The server's ``{"error": "..."}`` message, else the body's text, made printable and
+    short: it is shown to a person, and the server may be hostile."""
     try:
         data = json.loads(body)
         if isinstance(data, dict) and isinstance(data.get("error"), str):
-            return data["error"]
-    except ValueError:
+            return printable(data["error"])
+    except (ValueError, RecursionError):
         pass
-    return body.decode("utf-8", "replace").strip()[:300]
+    return printable(body.decode("utf-8", "replace"))

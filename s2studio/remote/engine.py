@@ -32,6 +32,7 @@ import http.client
 import json
 import logging
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import Generator, Iterator
 
@@ -41,6 +42,7 @@ from s2studio.audio import CODEC_SAMPLE_RATE, SAMPLES_PER_CODE_FRAME, wav_bytes
 from s2studio.engine.api import AudioChunk, ModelInfo, SynthesisJob, SynthesisRequest, Timings
 from s2studio.engine.take import SegmentOutcome, VoiceChoice, assemble_take, check_request, segments_of, voices_of
 from s2studio.errors import InputError
+from s2studio.remote import answers
 from s2studio.remote.connection import (
     RETRYABLE,
     Connection,
@@ -50,6 +52,7 @@ from s2studio.remote.connection import (
     multipart_body,
     parse_server_list,
 )
+from s2studio.remote.printable import printable
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,9 @@ class RemoteSettings:
     # What the audio travels as: pcm_f32le (exact, 176 kB/s), pcm_s16le (half that, rounded to
     # 1/32768 as every PCM16 output is) or wav (PCM16 in a live WAV, s2.cpp's own stream format).
     wire_format: str = "pcm_f32le"
+    # The deadline of one segment: the silence allowed plus this many seconds per frame the
+    # request allows (a server that drips a byte at a time stays within the read timeout).
+    seconds_per_frame: float = 2.0
 
     def addresses(self) -> tuple[ServerAddress, ...]:
         text = self.servers if isinstance(self.servers, str) else ",".join(self.servers)
@@ -83,6 +89,8 @@ class RemoteSettings:
         for name, value in (("connect_timeout_s", self.connect_timeout_s), ("read_timeout_s", self.read_timeout_s)):
             if not 1 <= value <= 3600:
                 raise InputError(f"{name} must be between 1 and 3600 seconds, not {value}.")
+        if not 0.01 <= self.seconds_per_frame <= 60:
+            raise InputError(f"seconds_per_frame must be between 0.01 and 60, not {self.seconds_per_frame}.")
         if self.wire_format not in WIRE_FORMATS:
             raise InputError(f"wire_format must be one of {', '.join(WIRE_FORMATS)}, not {self.wire_format!r}.")
         return self
@@ -118,12 +126,15 @@ class RemoteEngine:
 
     def health(self, address: ServerAddress | None = None) -> dict:
         """The server's ``/health`` (model, device, queue...); ``RemoteError`` if it cannot say."""
-        return self._connection(address or self._addresses[0], read_timeout_s=10.0).get_json("/health")
+        return self._connection(address or self._addresses[0], read_timeout_s=10.0).get_json(
+            "/health", answers.MAX_JSON_BYTES)
 
     def list_voices(self, address: ServerAddress | None = None) -> list[dict]:
-        data = self._connection(address or self._addresses[0], read_timeout_s=30.0).get_json("/voices")
+        """The server's voices (each a dict, its text made printable)."""
+        data = self._connection(address or self._addresses[0], read_timeout_s=30.0).get_json(
+            "/voices", answers.MAX_VOICES_BYTES)
         voices = data.get("voices")
-        return voices if isinstance(voices, list) else []
+        return [v for v in voices if isinstance(v, dict)] if isinstance(voices, list) else []
 
     def encode_voice(self, samples: np.ndarray, transcript: str):
         """A reference clip → a ``VoiceProfile`` made with the server's codec (``POST /encode``),
@@ -137,10 +148,8 @@ class RemoteEngine:
         address = self.pick_server(set())
         connection = self._connection(address)
         try:
-            data = connection.request("POST", "/encode", body, {"Content-Type": content_type}).read()
-        except (OSError, http.client.HTTPException) as exc:
-            raise ServerDropped(address.url, f"The server at {address.url} stopped answering while encoding the "
-                                             f"voice ({exc}).") from None
+            response = connection.request("POST", "/encode", body, {"Content-Type": content_type})
+            data = answers.read_capped(response, answers.MAX_VOICE_FILE_BYTES, address.url, "the encoded voice")
         finally:
             connection.close()
         return decode_s2voice(data, path=f"the voice encoded by {address.url}")
@@ -153,8 +162,18 @@ class RemoteEngine:
                 rate = self.model_info().sample_rate
             except RemoteError:
                 rate = None
-            self._sample_rate = rate or CODEC_SAMPLE_RATE
+            self._sample_rate = rate or CODEC_SAMPLE_RATE  # model_info checked it (answers.checked_rate)
         return self._sample_rate
+
+    def is_model_rate(self, rate: int | None):
+        """Whether audio at ``rate`` is at the model's rate (``None``: that rate). The codec's
+        44.1 kHz is taken without a question; any other rate only when the server's ``/health``
+        says the model makes it (asked once, only then: one connection fewer per take)."""
+        if rate is None:
+            return self._sample_rate or CODEC_SAMPLE_RATE
+        if self._sample_rate is None and rate == CODEC_SAMPLE_RATE:
+            return True
+        return rate == self.sample_rate
 
     def model_info(self, load: bool = True) -> ModelInfo:
         """The model the (first) server serves, from its ``/health`` (``load=False``: none asked)."""
@@ -162,14 +181,14 @@ class RemoteEngine:
         if not load:
             return ModelInfo(name="", loaded=False)
         health = self.health(address)
-        rate = health.get("sample_rate")
+        rate = answers.checked_rate(health.get("sample_rate"))
 
         def text(key):
             value = health.get(key)
             return str(value) if value is not None else None
 
         return ModelInfo(name=text("model") or "", loaded=bool(health.get("model_loaded", True)),
-                         sample_rate=rate if isinstance(rate, int) and rate > 0 else None,
+                         sample_rate=rate,
                          device=text("device"), codec_device=text("codec_device") or "the server",
                          codec_reason=f"served by {address.url} ({health.get('model')} on {health.get('device')})")
 
@@ -235,7 +254,7 @@ class RemoteEngine:
             try:
                 queue = self.health(address).get("queue") or {}
                 load = int(queue.get("running", 0)) + int(queue.get("waiting", 0))
-            except (RemoteError, TypeError, ValueError) as exc:
+            except (RemoteError, TypeError, ValueError, AttributeError, OverflowError) as exc:
                 log.info("skipping %s for now: %s", address.url, exc)
                 continue
             if best_load is None or load < best_load:
@@ -324,7 +343,7 @@ class SegmentFetch:
             try:
                 yield from self._stream(address, body, content_type, index, n_seg)
                 return
-            except RETRYABLE as exc:
+            except (*RETRYABLE, answers.ServerMisbehaved) as exc:
                 if self.job.cancel_event.is_set():
                     return
                 errors.append(exc)
@@ -354,9 +373,14 @@ class SegmentFetch:
                 if self.job.cancel_event.is_set():
                     return
                 raise
-            decoder = PcmDecoder.for_response(response)
+            decoder = PcmDecoder.for_response(response, self.engine.is_model_rate, address.url)
             skip = self.delivered  # a retry regenerates the segment from its start
             received = 0
+            limit = answers.max_segment_samples(self.request.generation.max_new_tokens)
+            settings = self.engine.settings
+            allowed_s = settings.read_timeout_s + settings.seconds_per_frame * (
+                self.request.generation.max_new_tokens + answers.FRAME_MARGIN)
+            deadline = time.monotonic() + allowed_s
             while True:
                 try:
                     data = response.read1(65536)
@@ -365,7 +389,18 @@ class SegmentFetch:
                         return
                     raise self._dropped(address, exc) from None
                 if not data:
+                    if self.job.cancel_event.is_set():
+                        return
+                    answers.check_complete(response, address.url, "the audio")  # a short body is no take
                     break
+                if time.monotonic() > deadline:
+                    raise ServerDropped(address.url, f"The server at {address.url} took longer than a segment may "
+                                                     f"take ({allowed_s:.0f} s for at most "
+                                                     f"{self.request.generation.max_new_tokens} frames); giving up "
+                                                     "on it.")
+                if received + decoder.pending_samples + len(data) // decoder.bytes_per_sample > limit:
+                    raise answers.ServerMisbehaved(address.url, f"The server at {address.url} sent more audio than "
+                                                   f"the request allows ({limit} samples); refusing it.")
                 samples = decoder.feed(data)
                 if not len(samples):
                     continue
@@ -413,9 +448,11 @@ class PcmDecoder:
     PCM16 WAV (what s2.cpp sends for an output format it does not know). PCM16 becomes
     ``int16 / 32768``, the inverse of the server's ``float_to_pcm16``."""
 
-    def __init__(self, encoding: str, sample_rate: int):
+    def __init__(self, encoding: str, sample_rate: int, url: str = ""):
         self.encoding = encoding  # pcm_f32le | pcm_s16le
-        self.sample_rate = sample_rate
+        self.sample_rate = sample_rate  # the model's: an answer at any other rate is refused
+        self.url = url
+        self._is_model_rate = lambda rate: False  # only ``sample_rate`` itself, unless for_response says more
         # PCM16 may come inside a live WAV (s2.cpp's answer to a format it does not know), whatever
         # the Content-Type says: its first bytes tell.
         self._sniffing = encoding == "pcm_s16le"
@@ -423,15 +460,35 @@ class PcmDecoder:
         self.bytes_per_sample = 4 if encoding == "pcm_f32le" else 2
 
     @classmethod
-    def for_response(cls, response: http.client.HTTPResponse) -> "PcmDecoder":
+    def for_response(cls, response: http.client.HTTPResponse, is_model_rate, url: str) -> "PcmDecoder":
+        """A decoder for a ``/generate`` answer, whose audio must be at the model's rate
+        (``is_model_rate(rate)``); ``X-Audio-Sample-Rate`` saying otherwise is refused: a take
+        at a rate of the server's choosing made a 16 KB answer into a 720 MB file."""
         encoding = (response.getheader("X-Audio-Encoding") or "").lower()
-        rate_header = response.getheader("X-Audio-Sample-Rate") or ""
-        rate = int(rate_header) if rate_header.isdigit() and int(rate_header) > 0 else CODEC_SAMPLE_RATE
-        return cls("pcm_f32le" if encoding == "pcm_f32le" else "pcm_s16le", rate)
+        rate_header = (response.getheader("X-Audio-Sample-Rate") or "").strip()
+        rate = int(rate_header) if rate_header.isdigit() and len(rate_header) < 10 else None
+        if rate_header and (rate is None or not is_model_rate(rate)):
+            raise cls._wrong_rate(url, rate_header, is_model_rate(None))
+        decoder = cls("pcm_f32le" if encoding == "pcm_f32le" else "pcm_s16le", rate or is_model_rate(None), url)
+        decoder._is_model_rate = is_model_rate
+        return decoder
+
+    @staticmethod
+    def _wrong_rate(url: str, said, model_rate: int) -> answers.ServerMisbehaved:
+        return answers.ServerMisbehaved(url, f"The server at {url} sent audio at {printable(said, 20)} Hz; the model "
+                                             f"makes {model_rate} Hz. Refusing it.")
+
+    @property
+    def pending_samples(self) -> int:
+        return len(self._buffer) // self.bytes_per_sample
 
     def _convert(self, data: bytes) -> np.ndarray:
         if self.encoding == "pcm_f32le":
-            return np.frombuffer(data, dtype="<f4").astype(np.float32)
+            out = np.frombuffer(data, dtype="<f4").astype(np.float32)
+            if not np.all(np.isfinite(out)):
+                raise answers.ServerMisbehaved(self.url, f"The server at {self.url} sent invalid audio samples (NaN "
+                                                         "or infinity).")
+            return out
         return np.frombuffer(data, dtype="<i2").astype(np.float32) / np.float32(32768.0)
 
     def feed(self, data: bytes) -> np.ndarray:
@@ -442,7 +499,9 @@ class PcmDecoder:
             self._sniffing = False
             if self._buffer[:4] == b"RIFF" and self._buffer[8:12] == b"WAVE":
                 rate = int.from_bytes(self._buffer[24:28], "little")
-                self.sample_rate = rate if rate > 0 else self.sample_rate
+                if rate != self.sample_rate and not self._is_model_rate(rate):
+                    raise self._wrong_rate(self.url, rate, self.sample_rate)
+                self.sample_rate = rate
                 del self._buffer[:WAV_HEADER_BYTES]
         frame_bytes = SAMPLES_PER_CODE_FRAME * self.bytes_per_sample
         whole = len(self._buffer) // frame_bytes * frame_bytes

@@ -19,15 +19,17 @@ from s2studio.app.project_file import (
 )
 
 RATE = 1000  # samples per second: pauses in ms are samples
+FILE_RATE = 8000  # the lowest rate a project file may hold (project_schema.SAMPLE_RATES)
 
 
-def _version(value: float, n: int, seed: int = 1) -> SentenceVersion:
-    return SentenceVersion(seed=seed, audio=np.full(n, value, np.float32), sample_rate=RATE)
+def _version(value: float, n: int, seed: int = 1, rate: int = RATE) -> SentenceVersion:
+    return SentenceVersion(seed=seed, audio=np.full(n, value, np.float32), sample_rate=rate)
 
 
-def _take(**settings) -> ProjectTake:
-    sentences = [Sentence("One.", 100, [_version(0.1, 300)], 0), Sentence("Two.", 50, [_version(0.2, 200)], 0),
-                 Sentence("Three.", 0, [_version(0.3, 100)], 0)]
+def _take(rate: int = RATE, **settings) -> ProjectTake:
+    sentences = [Sentence("One.", 100, [_version(0.1, 300, rate=rate)], 0),
+                 Sentence("Two.", 50, [_version(0.2, 200, rate=rate)], 0),
+                 Sentence("Three.", 0, [_version(0.3, 100, rate=rate)], 0)]
     return ProjectTake(text="One. Two. Three.", sentences=sentences, base_seed=5, settings=settings)
 
 
@@ -57,7 +59,7 @@ def test_a_stopped_take_has_no_pause_after_its_last_sentence_and_post_processing
 
 def test_project_file_and_folder_round_trips_are_sample_exact(tmp_path):
     rng = np.random.default_rng(1)
-    take = _take(sampling={"temperature": 0.7})
+    take = _take(rate=FILE_RATE, sampling={"temperature": 0.7})
     take.sentences[0].versions[0].audio = rng.uniform(-1.2, 1.2, 300).astype(np.float32)  # even past full scale
     take.sentences[1].locked = True
     project = Project(script="One. Two. Three.", voice_id="v1", voice_label="Narrator", takes=[take],
@@ -82,7 +84,7 @@ def _write_zip(path, manifest, members=None):
 def _manifest(file="audio/abc.wav", samples=300, version=1):
     return {"format": "s2studio-project", "version": version, "takes": [{
         "id": "t", "text": "x", "base_seed": 1, "sentences": [{"text": "x", "versions": [
-            {"id": "abc", "seed": 1, "sample_rate": RATE, "samples": samples, "file": file}]}]}]}
+            {"id": "abc", "seed": 1, "sample_rate": FILE_RATE, "samples": samples, "file": file}]}]}]}
 
 
 @pytest.mark.parametrize("content, problem", [
@@ -112,7 +114,7 @@ def test_a_truncated_take_audio_is_reported(tmp_path):
     from s2studio.audio import wav_bytes
 
     path = tmp_path / "short.s2project"
-    _write_zip(path, _manifest(samples=500), {"audio/abc.wav": wav_bytes(np.zeros(300, np.float32), RATE)})
+    _write_zip(path, _manifest(samples=500), {"audio/abc.wav": wav_bytes(np.zeros(300, np.float32), FILE_RATE)})
     with pytest.raises(ProjectFileError, match="truncated"):
         load_project_file(path)
     with pytest.raises(ProjectFileError, match="not a file"):

@@ -180,7 +180,7 @@ def test_an_unsaved_clip_regenerates_in_its_session_only_and_the_project_round_t
     clip = np.full(4410, 0.2, np.float32)
     model = TakesModel()
     request = _request("One here. Two there.", reference_audio=clip, reference_text="A clip.")
-    take = model.add_take(FinishedTake(request, _made_result(["One here.", "Two there."])))
+    take = model.add_take(FinishedTake(request, _made_result(["One here.", "Two there."], rate=8000)))
     again = model.regeneration(take, [0], ENGINE, seeds={0: 3})
     assert again.reference_audio is clip and again.reference_text == "A clip."
 

@@ -397,18 +397,23 @@ def test_write_wav_replaces_existing_file(tmp_path):
     assert files_in(tmp_path) == ["out.wav"]
 
 
-def _failing_after_partial_write(real_write):
-    def write(target, data, *args, **kwargs):
-        real_write(target, data[: len(data) // 2], *args, **kwargs)  # something reached disk
-        raise OSError(28, "No space left on device")
+def _disk_full_after_first_block(real_write):
+    """libsndfile's block write, failing as a full disk does once the first block reached disk."""
+    calls = []
+
+    def write(self, data, *args, **kwargs):
+        calls.append(len(data))
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        return real_write(self, data, *args, **kwargs)
 
     return write
 
 
 def test_write_wav_failure_leaves_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(wav_writing.sf, "write", _failing_after_partial_write(sf.write))
+    monkeypatch.setattr(sf.SoundFile, "write", _disk_full_after_first_block(sf.SoundFile.write))
     with pytest.raises(OSError, match="No space"):
-        audio.write_wav(tmp_path / "out.wav", np.ones(1000, np.float32) * 0.1)
+        audio.write_wav(tmp_path / "out.wav", np.ones(3 * wav_writing.WRITE_BLOCK_FRAMES, np.float32) * 0.1)
     assert files_in(tmp_path) == []
 
 

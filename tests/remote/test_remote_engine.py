@@ -209,8 +209,9 @@ def test_server_addresses():
 
 def test_pcm_decoder_handles_split_reads_and_a_live_wav_header():
     """Bytes arrive cut anywhere; chunks come out in whole frames; a live WAV header (s2.cpp's
-    stream, sizes 0x7FFFFFF0) is recognised and skipped, its sample rate read."""
+    stream, sizes 0x7FFFFFF0) is recognised and skipped, and its rate must be the model's."""
     from s2studio.audio import float_to_pcm16, pcm16_wav_header
+    from s2studio.remote.answers import ServerMisbehaved
     from s2studio.remote.engine import PcmDecoder
 
     rng = np.random.default_rng(0)
@@ -218,14 +219,16 @@ def test_pcm_decoder_handles_split_reads_and_a_live_wav_header():
     pcm = float_to_pcm16(audio).astype("<i2").tobytes()
     for encoding, data, want in (
             ("pcm_f32le", audio.astype("<f4").tobytes(), audio),
-            ("pcm_s16le", pcm16_wav_header(22050, None) + pcm, float_to_pcm16(audio) / np.float32(32768)),
+            ("pcm_s16le", pcm16_wav_header(44100, None) + pcm, float_to_pcm16(audio) / np.float32(32768)),
             ("pcm_s16le", pcm, float_to_pcm16(audio) / np.float32(32768))):
         decoder = PcmDecoder(encoding, 44100)
         pieces = [decoder.feed(data[i:i + 1000]) for i in range(0, len(data), 1000)]
         assert all(len(p) % 2048 == 0 for p in pieces)
         out = np.concatenate(pieces + [decoder.finish()])
         np.testing.assert_array_equal(out, want.astype(np.float32))
-        assert decoder.sample_rate == (22050 if data[:4] == b"RIFF" else 44100)
+        assert decoder.sample_rate == 44100
+    with pytest.raises(ServerMisbehaved, match="sent audio at 22050 Hz; the model makes 44100 Hz"):
+        PcmDecoder("pcm_s16le", 44100, "http://x").feed(pcm16_wav_header(22050, None) + pcm)
 
 
 def test_one_segment_regenerated_remotely_with_its_own_seed_matches_the_local_one(served, local_pipeline, voices):

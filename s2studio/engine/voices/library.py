@@ -357,9 +357,9 @@ class VoiceLibrary:
         try:
             data = read_regular_file(self._sidecar_path(voice_id), MAX_SIDECAR_BYTES, what="voice sidecar")
             meta = json.loads(data.decode("utf-8"))
-        except (OSError, ValueError, UnreadableFileError):
+        except (OSError, ValueError, RecursionError, UnreadableFileError):  # RecursionError: [[[[... too deep
             return {}
-        return meta if isinstance(meta, dict) else {}
+        return checked_sidecar(meta)
 
     # -- writing -------------------------------------------------------------------------
     def save_profile(self, voice_id: str | None, profile: VoiceProfile, *, name: str, language: str = "",
@@ -568,6 +568,29 @@ class VoiceLibrary:
         if sample_rate != CODEC_SAMPLE_RATE:
             samples = resample(samples, sample_rate, CODEC_SAMPLE_RATE)
         return samples
+
+
+# The sidecar's schema: its known fields, their types and lengths. Voices come from others: a
+# field that breaks it is dropped (the display falls back to the .s2voice), others are kept as
+# they are so a rename writes them back.
+SIDECAR_FIELDS = {"name": (str, 200), "language": (str, 64), "notes": (str, 10_000), "created": (str, 64),
+                  "reference_bytes": (int, 1 << 40), "s2voice_sha256": (str, 64)}
+
+
+def checked_sidecar(meta) -> dict:
+    """``meta`` with every known field that is of the wrong type or too long left out."""
+    if not isinstance(meta, dict):
+        return {}
+    out = {}
+    for key, value in meta.items():
+        kind, limit = SIDECAR_FIELDS.get(key, (None, None))
+        if kind is None:
+            out[key] = value
+        elif kind is str and isinstance(value, str) and len(value) <= limit:
+            out[key] = value
+        elif kind is int and isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limit:
+            out[key] = value
+    return out
 
 
 def _sidecar_bytes(meta: dict) -> bytes:

@@ -71,6 +71,8 @@ LIMITS: dict[str, Limit] = {
     # EngineSettings
     "threads": Limit(0, 4096, "CPU threads; 0 = all cores (more than the cores is clamped to them)"),
     "gpu_layers": Limit(-1, 4096, "Slow-AR layers on the GPU: -1 all, 0 none, N the first N"),
+    "voice_cache_mb": Limit(0, 65_536, "memory for the voice prefix cache, MB (~40 MB per 10 s voice "
+                                       "on the full-size model); 0 = off"),
 }
 
 

@@ -205,8 +205,10 @@ class PrefixCacheStats:
 
     def describe(self) -> str:
         mb = 1 << 20
-        return (f"voice cache: {self.entries} voice{'' if self.entries == 1 else 's'}, "
-                f"{self.bytes / mb:.0f} of {self.budget_bytes / mb:.0f} MB, {self.hits} hits")
+        if not self.budget_bytes:
+            return "voice cache off"
+        return (f"voice cache {self.entries} voice{'' if self.entries == 1 else 's'}, "
+                f"{self.bytes / mb:.0f} MB, {self.hits} hit{'' if self.hits == 1 else 's'}")
 
     def as_json(self) -> dict:
         return {"hits": self.hits, "misses": self.misses, "entries": self.entries, "bytes": self.bytes,

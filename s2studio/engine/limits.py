@@ -36,6 +36,9 @@ MAX_DIALOGUE_SPEAKERS = 64  # speaker -> voice entries of one dialogue take (eac
 MAX_CONTEXT = 32_768  # S2 Pro's context_length; a model file may declare less
 MAX_REFERENCE_SAMPLES = int(MAX_REFERENCE_SECONDS * CODEC_SAMPLE_RATE)
 MAX_REFERENCE_FRAMES = int(math.ceil(MAX_REFERENCE_SAMPLES / SAMPLES_PER_CODE_FRAME))  # 1292
+# The voice prefix cache's default memory: ~12 voices of 10 s on the full-size model (144 KiB
+# per prompt position, engine.model.prefix_cache).
+DEFAULT_VOICE_CACHE_MB = 512
 
 
 @dataclass(frozen=True)

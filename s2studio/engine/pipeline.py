@@ -47,6 +47,7 @@ from s2studio.engine.take import (  # noqa: F401 - check_request and split_reque
     split_request_text,
     voice_for,
 )
+from s2studio.engine.limits import DEFAULT_VOICE_CACHE_MB
 from s2studio.engine.model.step_cache import StepCache
 from s2studio.engine.modes import CodecMode, CudaGraphs, TokenizerMode, WeightDtype
 from s2studio.errors import InputError, ModelFileError
@@ -54,7 +55,6 @@ from s2studio.errors import InputError, ModelFileError
 log = logging.getLogger(__name__)
 
 CODEC_MODES = tuple(CodecMode.choices())
-DEFAULT_VOICE_CACHE_MB = 512
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,7 @@ class EngineSettings:
     # Decode steps of a take run alone: auto (CUDA graphs when the whole model is on one CUDA
     # GPU, else the dynamic path) | on | off | eager | compile (engine.modes.CudaGraphs).
     cuda_graphs: CudaGraphs = CudaGraphs.AUTO
-    # Memory for the voice prefix cache (engine.model.prefix_cache), MB; 0 = off. The default
-    # holds ~12 voices of 10 s on the full-size model (144 KiB per prompt position).
+    # Memory for the voice prefix cache (engine.model.prefix_cache), MB; 0 = off.
     voice_cache_mb: int = DEFAULT_VOICE_CACHE_MB
 
     def __post_init__(self) -> None:

@@ -87,6 +87,7 @@ def main(argv=None) -> int:
     ap.add_argument("--frames", type=int, default=4, help="frames per sentence (default 4)")
     ap.add_argument("--voice-seconds", type=float, default=10.0)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (the codec follows it)")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--sizes", default="1,3,10", help="sentences per take (default 1,3,10)")
     ap.add_argument("--json", help="write the medians here")
@@ -98,7 +99,8 @@ def main(argv=None) -> int:
     else:
         ap.error("give --model (and --tokenizer) or --make tiny")
 
-    pipeline = Pipeline(EngineSettings(str(model), tokenizer_path=str(tok) if tok else None, codec_mode="cpu",
+    pipeline = Pipeline(EngineSettings(str(model), tokenizer_path=str(tok) if tok else None, device=args.device,
+                                       codec_mode="cpu" if args.device == "cpu" else "follow",
                                        threads=args.threads))
     t0 = time.perf_counter()
     pipeline.load()

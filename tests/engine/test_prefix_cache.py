@@ -217,3 +217,27 @@ def test_the_budget_is_a_setting_with_a_range():
     p.configure(dataclasses.replace(p.settings, voice_cache_mb=0))  # off: emptied, no reload
     assert p.prefix_cache_stats().entries == 0 and p.prefix_cache_stats().budget_bytes == 0
     assert p.is_loaded
+
+
+# ---- on a real CUDA GPU (skipped elsewhere; run by benchmarks/gpu_check.sh on a lent GPU) -----
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("cuda_graphs", ["off", "on"])
+def test_the_cache_is_sample_identical_on_cuda(cuda_graphs):
+    """The entries live on the GPU beside the layers' caches; alone (dynamic steps or CUDA
+    graphs) and batched, a take is the same with the cache on and off."""
+    on = pipeline(CLONE / "model.gguf", 64, device="cuda", cuda_graphs=cuda_graphs)
+    off = pipeline(CLONE / "model.gguf", 0, device="cuda", cuda_graphs=cuda_graphs)
+    for seed in (31, 32):
+        assert_same_take(on.synthesize(request(seed=seed)).run_to_end(),
+                         off.synthesize(request(seed=seed)).run_to_end(), f"alone, seed {seed}")
+    assert on.prefix_cache_stats().hits == 5
+    batched = [on.synthesize(request(seed=s), batched=True) for s in (41, 42)]
+    results: list = [None, None]
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, batched[i].run_to_end())) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    for i, s in enumerate((41, 42)):
+        assert_same_take(results[i], off.synthesize(request(seed=s)).run_to_end(), f"batched, seed {s}")

@@ -3,6 +3,7 @@
 
     python benchmarks/bench_voice_cache.py --model MODEL.gguf --tokenizer tokenizer.json
     python benchmarks/bench_voice_cache.py --make tiny      # seconds; checks the script runs
+    python benchmarks/bench_voice_cache.py --model M --tokenizer T --prefill-only   # a busy machine
 
 A cloned voice's prompt starts with its reference (transcript + ~215 frames of codes for 10 s
 of audio): the voice prefix, the same for every sentence (engine.model.prefix_cache). For a
@@ -18,6 +19,10 @@ The voice is random codes of ``--voice-seconds`` (the model's weights are random
 generated file; what is timed does not depend on the values). ``--frames`` per sentence is
 kept small so the prefill's share is visible; the frames cost the same with and without the
 cache. Ratios within one run are what to compare, never absolute times (a shared machine).
+
+``--prefill-only`` times just the prompt evaluation, piece by piece, where whole takes would
+take too long (a loaded machine): the voice prefix computed once, each sentence's rest, and a
+copy out of the cache, for a 3-sentence take; the takes' prefill ratios follow from them.
 """
 
 from __future__ import annotations
@@ -78,6 +83,53 @@ def timed_take(pipeline: Pipeline, request: SynthesisRequest) -> dict:
             "frames": r.timings.frames, "audio": r.audio}
 
 
+def prefill_pieces(pipeline: Pipeline, codes: np.ndarray, args) -> int:
+    """The prompt of each of 3 sentences: its voice prefix (computed, once; then copied from
+    the cache) and its rest, timed apart; a 1-, 3- and 10-sentence take's prefill follows."""
+    import torch
+
+    from s2studio.engine.model.prefix_cache import PrefixCache
+    from s2studio.engine.pipeline import build_prompt_for
+
+    model, tok = pipeline.model, pipeline.tokenizer
+    prompts = [build_prompt_for(tok, model, s, codes, TRANSCRIPT) for s in SENTENCES[:3]]
+    cache = PrefixCache(1 << 30)
+    out = {"prefix_tokens": prompts[0][1], "rest_tokens": [p.shape[1] - n for p, n in prompts]}
+    rest_s, copy_s = [], []
+    for i, (prompt, n) in enumerate(prompts):
+        tokens = torch.from_numpy(prompt.astype(np.int64))
+        kv = model.make_cache(prompt.shape[1] + 8)
+        key = cache.key(model, tokens[:, :n])
+        t0 = time.perf_counter()
+        if cache.restore(key, kv):
+            copy_s.append(time.perf_counter() - t0)
+        else:
+            model.forward_slow(tokens[:, :n], cache=kv)
+            out["prefix_s"] = time.perf_counter() - t0
+            cache.store(key, kv)
+        t0 = time.perf_counter()
+        model.forward_slow(tokens[:, n:], cache=kv)
+        rest_s.append(time.perf_counter() - t0)
+        print(f"  sentence {i + 1}: prefix {n} tokens {'copied' if i else 'computed'} in "
+              f"{(copy_s[-1] if i else out['prefix_s']):.3f} s, rest {prompt.shape[1] - n} tokens in "
+              f"{rest_s[-1]:.2f} s", flush=True)
+    p, r, c = out["prefix_s"], statistics.mean(rest_s), statistics.mean(copy_s)
+    one_cold, one_warm = p + r, c + r
+    three_cold, three_warm = p + 3 * r + 2 * c, 3 * (c + r)
+    out.update(rest_s=rest_s, copy_s=copy_s, entry_bytes=cache.stats().bytes)
+    print(f"\nvoice prefix {out['prefix_tokens']} tokens: {p:.2f} s to compute, {c * 1000:.1f} ms to copy "
+          f"({cache.stats().bytes / 2**20:.1f} MB); a sentence's rest {r:.2f} s on average")
+    print(f"prefill of a take, cache off: 1 sentence {p + r:.2f} s, 3 sentences {3 * (p + r):.2f} s (3.00x)")
+    print(f"prefill of a take, cache cold (the voice's first take): 1 sentence {one_cold:.2f} s, 3 sentences "
+          f"{three_cold:.2f} s ({three_cold / one_cold:.2f}x); 10 sentences {p + 10 * r + 9 * c:.2f} s against "
+          f"{10 * (p + r):.2f} s off")
+    print(f"prefill of a take, cache warm (later takes): 1 sentence {one_warm:.2f} s, 3 sentences "
+          f"{three_warm:.2f} s; 3 sentences warm / 1 sentence off: {three_warm / (p + r):.2f}x")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model")
@@ -91,6 +143,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--sizes", default="1,3,10", help="sentences per take (default 1,3,10)")
     ap.add_argument("--json", help="write the medians here")
+    ap.add_argument("--prefill-only", action="store_true", help="time the prompt's pieces only (see above)")
     args = ap.parse_args(argv)
     if args.make:
         model, tok = make_tiny(pathlib.Path(args.cache_dir))
@@ -110,6 +163,9 @@ def main(argv=None) -> int:
     codes = np.random.default_rng(0).integers(0, cfg.codebook_size, size=(cfg.num_codebooks, ref_frames),
                                               dtype=np.int32)
     settings = pipeline.settings
+
+    if args.prefill_only:
+        return prefill_pieces(pipeline, codes, args)
 
     def request(n: int) -> SynthesisRequest:
         gen = GenerationParams(max_new_tokens=args.frames, min_tokens_before_end=args.frames, seed=1234)

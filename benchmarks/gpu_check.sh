@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of issues 14 §5 and 27 §7, as one script for a machine with a CUDA GPU (~15 minutes):
+# The GPU checks of issue 14 §5 and issue 27 §7, as one script for a machine with a CUDA GPU (~15 minutes):
 #   bash benchmarks/gpu_check.sh [OUT_DIR]
 # Needs a Python environment with a CUDA build of torch and this project (pip install -e .).
 # 1. the tests marked `gpu` (CUDA placement against the CPU, CUDA graphs captured and replayed

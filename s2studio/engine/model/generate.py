@@ -275,10 +275,12 @@ def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams,
 def generate_codes(model: DualAR, prompt: np.ndarray, params: GenerationParams, *, im_end_id: int,
                    cancel: threading.Event | None = None,
                    stats: GenerationStats | None = None, cuda_graphs: str = "auto",
-                   step_cache: StepCache | None = None) -> np.ndarray:
+                   step_cache: StepCache | None = None, prefix_len: int = 0,
+                   prefix_cache: PrefixCache | None = None) -> np.ndarray:
     """All frames at once: int32 [num_codebooks, n_frames]."""
     frames = [f.codes for f in generate_frames(model, prompt, params, im_end_id=im_end_id, cancel=cancel,
-                                               stats=stats, cuda_graphs=cuda_graphs, step_cache=step_cache)]
+                                               stats=stats, cuda_graphs=cuda_graphs, step_cache=step_cache,
+                                               prefix_len=prefix_len, prefix_cache=prefix_cache)]
     if not frames:
         return np.zeros((model.cfg.num_codebooks, 0), dtype=np.int32)
     return np.stack(frames, axis=1)

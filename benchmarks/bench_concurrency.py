@@ -108,6 +108,7 @@ def main(argv=None) -> int:
     ap.add_argument("--prompt-tokens", type=int, default=48)
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds over all Ns")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
     ap.add_argument("--json", action="store_true", help="print JSON only")
     a = ap.parse_args(argv)
     ns = [int(x) for x in a.concurrency.split(",")]
@@ -116,7 +117,7 @@ def main(argv=None) -> int:
 
     threads = set_threads(a.threads)
     t0 = time.perf_counter()
-    model, _ = load_dual_ar(pathlib.Path(a.model))
+    model, _ = load_dual_ar(pathlib.Path(a.model), device=a.device)
     load_s = time.perf_counter() - t0
     im_end = model.cfg.semantic_end_id + 1  # any non-semantic id: never produced with min_tokens
     run_alone(model, im_end, 2, a.prompt_tokens)  # warm-up: first-call allocations, kernel compiles

@@ -74,3 +74,33 @@ def test_bench_book_runs_on_the_tiny_model_and_measures_memory(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["chars"] >= 20000 and out["sentences"] > 200 and out["python_peak_mb"] > 0
+
+def test_profile_frame_accounts_for_the_whole_frame(tmp_path):
+    out = tmp_path / "profile.json"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "profile_frame.py"), "--make", "tiny",
+                        "--cache-dir", str(tmp_path), "--frames", "4", "--prompt-tokens", "20",
+                        "--bandwidth-gb", "0.05", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    ops = {(row["phase"], row["op"]) for row in doc["rows"]}
+    for phase in ("slow step", "fast calls"):
+        assert {(phase, "matmul wqkv"), (phase, "attention (+ KV store)"), (phase, "sampling"),
+                (phase, "glue (untimed)")} <= ops
+    assert ("slow step", "head (sampled rows)") in ops and ("fast calls", "head (fast output)") in ops
+    # The timed ops and the glue add up to the frame; the glue is never negative.
+    total = sum(row["ms"] for row in doc["rows"])
+    assert abs(total - doc["frame_ms"]) <= 1e-4 * doc["frame_ms"]
+    assert all(row["ms"] >= 0 for row in doc["rows"]) and doc["floor_ms"] > 0
+
+
+def test_bench_voice_cache_checks_the_cache_is_sample_identical(tmp_path):
+    out = tmp_path / "voice.json"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_voice_cache.py"), "--make", "tiny",
+                        "--cache-dir", str(tmp_path), "--frames", "2", "--repeat", "1", "--sizes", "1,3",
+                        "--json", str(out)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["identical"] is True
+    assert set(doc["medians"]) == {f"{m}/{n}" for m in ("off", "cold", "warm") for n in (1, 3)}
+    assert "prefill of 3 sentences / 1 sentence, cache warm" in r.stdout

@@ -103,7 +103,7 @@ def test_segment_sentences_inserts_pauses(tmp_path):
     ("--max-tokens", "1000000000", "1..32768"), ("--temp", "6", "0..5"), ("--top-p", "1.5", "0..1"),
     ("--top-k", "-3", "0..4096"), ("--seed", "-1", "0..18446744073709551615"), ("--threads", "-2", "0..4096"),
     ("--stream-decode-stride", "5000", "1..1024"), ("--segment-max-chars", "-1", "0..100000"),
-    ("--temp", "nan", "--temp"),
+    ("--temp", "nan", "--temp"), ("--voice-cache-mb", "70000", "0..65536"),
 ])
 def test_out_of_range_flags_are_usage_errors(tmp_path, flag, value, fragment):
     out = tmp_path / "out.wav"

@@ -83,6 +83,7 @@ class GenerationProgress:
     elapsed_seconds: float
     segment_frames: int = 0  # frames generated so far in the current segment
     segment_done: bool = False  # the current segment is complete (its pause is being added)
+    voice_cache: str = ""  # the local engine's voice prefix cache, in words ("" for a server)
 
     @property
     def real_time_factor(self) -> float:

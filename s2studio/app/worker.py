@@ -217,9 +217,11 @@ class InferenceWorker(QObject):
                 frames += now - segment_frames.get(chunk.segment, 0)
                 segment_frames[chunk.segment] = now
             self.chunk.emit(chunk.samples, chunk.sample_rate)
+            voice_cache = engine.model_info(load=False).prefix_cache  # no request: a lock, a few numbers
             self.progress.emit(GenerationProgress(chunk.segment + 1, chunk.segment_count, frames,
                                                   audio_samples / chunk.sample_rate, time.perf_counter() - t0,
-                                                  segment_frames.get(chunk.segment, 0), done))
+                                                  segment_frames.get(chunk.segment, 0), done,
+                                                  voice_cache.describe() if voice_cache is not None else ""))
         result = job.result
         if result is not None and result.cancelled and len(result.audio):
             self.stopped.emit(FinishedTake(request, result))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from s2studio.engine.limits import argparse_type
+from s2studio.engine.limits import DEFAULT_VOICE_CACHE_MB, argparse_type
 from s2studio.engine.modes import CodecMode, CudaGraphs, TokenizerMode, WeightDtype
 
 # From the torch-free engine.modes, so building the parser (and --help) never imports torch;
@@ -53,6 +53,11 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cuda-graphs", choices=CUDA_GRAPH_MODES, default=CudaGraphs.AUTO.value,
                    help="decode steps as CUDA graphs (fewer kernel launches); matters only on CUDA: auto "
                         "(default) = on when the whole model is on one CUDA GPU, off = dynamic steps")
+    p.add_argument("--voice-cache-mb", type=argparse_type("voice_cache_mb", "--voice-cache-mb"),
+                   default=DEFAULT_VOICE_CACHE_MB,
+                   help="memory for the voice prefix cache, MB: a voice's prompt is computed once and reused by "
+                        f"every sentence (~40 MB per 10 s voice at full size; 0 = off; default "
+                        f"{DEFAULT_VOICE_CACHE_MB})")
     add_codec_mode_options(p)
 
 
@@ -82,7 +87,8 @@ def engine_settings(args: argparse.Namespace):
         device = "mps"
     return EngineSettings(model_path=model_path(args), tokenizer_path=args.tokenizer, tokenizer_mode=args.tokenizer_mode,
                           device=device, gpu_layers=args.gpu_layers, dtype=args.dtype, threads=args.threads,
-                          codec_mode=args.codec_mode, cuda_graphs=args.cuda_graphs)
+                          codec_mode=args.codec_mode, cuda_graphs=args.cuda_graphs,
+                          voice_cache_mb=args.voice_cache_mb)
 
 
 def add_sampling_options(p: argparse.ArgumentParser) -> None:

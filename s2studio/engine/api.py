@@ -193,6 +193,29 @@ class SynthesisJob:
 
 
 @dataclass(frozen=True)
+class PrefixCacheStats:
+    """The voice prefix cache (``engine.model.prefix_cache``): what it holds and how often a
+    take found its voice there."""
+
+    hits: int = 0
+    misses: int = 0
+    entries: int = 0
+    bytes: int = 0
+    budget_bytes: int = 0
+
+    def describe(self) -> str:
+        mb = 1 << 20
+        if not self.budget_bytes:
+            return "voice cache off"
+        return (f"voice cache {self.entries} voice{'' if self.entries == 1 else 's'}, "
+                f"{self.bytes / mb:.0f} MB, {self.hits} hit{'' if self.hits == 1 else 's'}")
+
+    def as_json(self) -> dict:
+        return {"hits": self.hits, "misses": self.misses, "entries": self.entries, "bytes": self.bytes,
+                "budget_bytes": self.budget_bytes}
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """What a front end may know of the model behind an engine. Fields are None while an
     engine has not loaded (or not reached) its model."""
@@ -207,6 +230,7 @@ class ModelInfo:
     gpu_layers: int | None = None
     codec_device: str | None = None
     codec_reason: str = ""  # why the codec runs there (benchmark verdict, or "served by ...")
+    prefix_cache: PrefixCacheStats | None = None  # the voice prefix cache (None: the engine has none)
 
 
 @runtime_checkable

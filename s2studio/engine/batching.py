@@ -34,6 +34,7 @@ import torch
 from s2studio.engine.kernels.common import MAX_KERNEL_ROWS
 from s2studio.engine.model.dual_ar import DualAR
 from s2studio.engine.model.generate import Frame, FrameSampler, GenerationStats
+from s2studio.engine.model.prefix_cache import PrefixCache, prefill_prompt
 from s2studio.engine.params import GenerationParams
 
 log = logging.getLogger(__name__)
@@ -48,9 +49,10 @@ _END = object()  # posted to a take's queue after its last frame
 class _Take:
     """One take in the batcher: its sampler, its KV cache and the queue its consumer reads."""
 
-    def __init__(self, sampler: FrameSampler, tokens: torch.Tensor):
+    def __init__(self, sampler: FrameSampler, tokens: torch.Tensor, prefix_len: int):
         self.sampler = sampler
         self.tokens = tokens
+        self.prefix_len = prefix_len
         self.cache = None
         self.out: queue.SimpleQueue = queue.SimpleQueue()
         self.abandoned = threading.Event()  # the consumer stopped reading
@@ -67,14 +69,17 @@ class FrameBatcher:
     """Decodes the takes of several threads together, on one model."""
 
     def __init__(self, model: DualAR, im_end_id: int, *, max_batch: int = MAX_BATCH,
-                 model_lock: threading.RLock | None = None):
+                 model_lock: threading.RLock | None = None, prefix_cache: PrefixCache | None = None):
         """``model_lock``: held for each prefill and step (the pipeline's lock: a take run alone,
-        or a reload, then waits for the step to end, and a step for them)."""
+        or a reload, then waits for the step to end, and a step for them). ``prefix_cache``:
+        where the voice prefixes of the takes' prompts are kept (shared with the takes run
+        alone: ``prefix_cache.prefill_prompt``)."""
         if not 1 <= max_batch <= MAX_BATCH:
             raise ValueError(f"max_batch must be 1..{MAX_BATCH}")
         self.model = model
         self.im_end_id = im_end_id
         self.max_batch = max_batch
+        self.prefix_cache = prefix_cache
         self._model_lock = model_lock if model_lock is not None else contextlib.nullcontext()
         self._cond = threading.Condition()
         self._waiting: collections.deque[_Take] = collections.deque()
@@ -99,9 +104,10 @@ class FrameBatcher:
         return True
 
     def frames(self, prompt: np.ndarray, params: GenerationParams, *, cancel: threading.Event | None = None,
-               stats: GenerationStats | None = None) -> Iterator[Frame]:
-        """As ``generate_frames``, with this take decoded in the shared batch. Bad input raises
-        here, in the caller's thread, before the take joins."""
+               stats: GenerationStats | None = None, prefix_len: int = 0) -> Iterator[Frame]:
+        """As ``generate_frames``, with this take decoded in the shared batch (its voice prefix
+        through the batcher's ``prefix_cache``). Bad input raises here, in the caller's thread,
+        before the take joins."""
         stats = stats if stats is not None else GenerationStats()
         # The driver writes its own stats; they are copied to the caller's when the take ends
         # here, so a take that stops reading early never sees them change afterwards.
@@ -111,7 +117,7 @@ class FrameBatcher:
         if sampler.cancelled():
             stats.stop_reason = "cancelled"
             return
-        take = _Take(sampler, sampler.prompt_tokens())
+        take = _Take(sampler, sampler.prompt_tokens(), prefix_len)
         stats.prompt_tokens = sampler.stats.prompt_tokens
         with self._cond:
             self._waiting.append(take)
@@ -165,7 +171,7 @@ class FrameBatcher:
         try:
             t0 = time.perf_counter()
             take.cache = model.make_cache(*s.cache_size(take.tokens.shape[1]))
-            hidden = model.forward_slow(take.tokens, cache=take.cache)
+            hidden = prefill_prompt(model, take.tokens, take.prefix_len, take.cache, self.prefix_cache)
             s.take_hidden(hidden, model.sampled_logits(hidden, self.im_end_id))
             s.stats.prefill_s = time.perf_counter() - t0
         except Exception as exc:  # the take's consumer raises it; the others go on

@@ -36,6 +36,9 @@ MAX_DIALOGUE_SPEAKERS = 64  # speaker -> voice entries of one dialogue take (eac
 MAX_CONTEXT = 32_768  # S2 Pro's context_length; a model file may declare less
 MAX_REFERENCE_SAMPLES = int(MAX_REFERENCE_SECONDS * CODEC_SAMPLE_RATE)
 MAX_REFERENCE_FRAMES = int(math.ceil(MAX_REFERENCE_SAMPLES / SAMPLES_PER_CODE_FRAME))  # 1292
+# The voice prefix cache's default memory: ~12 voices of 10 s on the full-size model (144 KiB
+# per prompt position, engine.model.prefix_cache).
+DEFAULT_VOICE_CACHE_MB = 512
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ LIMITS: dict[str, Limit] = {
     # EngineSettings
     "threads": Limit(0, 4096, "CPU threads; 0 = all cores (more than the cores is clamped to them)"),
     "gpu_layers": Limit(-1, 4096, "Slow-AR layers on the GPU: -1 all, 0 none, N the first N"),
+    "voice_cache_mb": Limit(0, 65_536, "memory for the voice prefix cache, MB (~40 MB per 10 s voice "
+                                       "on the full-size model); 0 = off"),
 }
 
 

@@ -47,6 +47,7 @@ from s2studio.engine.take import (  # noqa: F401 - check_request and split_reque
     split_request_text,
     voice_for,
 )
+from s2studio.engine.limits import DEFAULT_VOICE_CACHE_MB
 from s2studio.engine.model.step_cache import StepCache
 from s2studio.engine.modes import CodecMode, CudaGraphs, TokenizerMode, WeightDtype
 from s2studio.errors import InputError, ModelFileError
@@ -75,6 +76,8 @@ class EngineSettings:
     # Decode steps of a take run alone: auto (CUDA graphs when the whole model is on one CUDA
     # GPU, else the dynamic path) | on | off | eager | compile (engine.modes.CudaGraphs).
     cuda_graphs: CudaGraphs = CudaGraphs.AUTO
+    # Memory for the voice prefix cache (engine.model.prefix_cache), MB; 0 = off.
+    voice_cache_mb: int = DEFAULT_VOICE_CACHE_MB
 
     def __post_init__(self) -> None:
         for name, mode in (("tokenizer_mode", TokenizerMode), ("dtype", WeightDtype), ("codec_mode", CodecMode),
@@ -92,6 +95,7 @@ class Pipeline:
         self._codec_lock = threading.Lock()
         self._batcher = None  # FrameBatcher of the loaded model, made on the first batched take
         self.step_cache = StepCache()  # the static decode steps (and graphs) kept between takes
+        self._prefix_cache = None  # the voice prefixes' KV (PrefixCache), made with the model
         self.tokenizer = None
         self.model = None
         self.placement = None
@@ -134,6 +138,10 @@ class Pipeline:
                 self.codec = self.codec_placement = None
             if old.cuda_graphs != settings.cuda_graphs or self.model is None:
                 self.step_cache.clear()  # its caches and graphs belong to the old mode or model
+            if self._prefix_cache is not None:
+                if self.model is None or old.threads != settings.threads:
+                    self._prefix_cache.clear()  # entries of the old model (or GEMM blocking)
+                self._prefix_cache.set_budget(settings.voice_cache_mb << 20)
             self._release_memory()
 
     def load(self, progress: ProgressCallback | None = None) -> None:
@@ -146,6 +154,7 @@ class Pipeline:
             t0 = time.perf_counter()
             report = progress or (lambda stage, frac: None)
             check("gpu_layers", s.gpu_layers)  # the modes were checked when the settings were made
+            check("voice_cache_mb", s.voice_cache_mb)
             set_threads(s.threads)
             if self._gguf is None:
                 from s2studio.engine.model.gguf_file import GGUFFile
@@ -162,6 +171,10 @@ class Pipeline:
             if self.tokenizer is None:
                 report("Loading tokenizer", 0.0)
                 self.tokenizer = self._load_tokenizer()
+            if self._prefix_cache is None:
+                from s2studio.engine.model.prefix_cache import PrefixCache
+
+                self._prefix_cache = PrefixCache(s.voice_cache_mb << 20)
             if self.codec is None:
                 report("Loading audio codec", 0.0)
                 self.codec, self.codec_placement = self._load_codec()
@@ -194,6 +207,8 @@ class Pipeline:
         with self._lock:
             self.model = self.placement = self.codec = self.codec_placement = self.tokenizer = None
             self.step_cache.clear()
+            if self._prefix_cache is not None:
+                self._prefix_cache.clear()
             if self._gguf is not None:
                 self._gguf.close()
                 self._gguf = None
@@ -240,7 +255,14 @@ class Pipeline:
             device=placement.fast_device if placement is not None else s.device,
             gpu_layers=placement.gpu_layer_count if placement is not None else None,
             codec_device=str(codec_placement.device) if codec_placement is not None else None,
-            codec_reason=str(getattr(codec_placement, "reason", "") or ""))
+            codec_reason=str(getattr(codec_placement, "reason", "") or ""),
+            prefix_cache=self.prefix_cache_stats())
+
+    def prefix_cache_stats(self):
+        """The voice prefix cache's ``PrefixCacheStats`` (hits, entries, bytes, budget); None
+        before the first load."""
+        cache = self._prefix_cache
+        return cache.stats() if cache is not None else None
 
     # ---- synthesis ------------------------------------------------------------------------
     def encode_reference(self, samples: np.ndarray) -> np.ndarray:
@@ -294,7 +316,8 @@ class Pipeline:
                     self.load()
                     timings.load_s = self.last_load_s
                 frames = functools.partial(generate_frames, self.model, im_end_id=self.tokenizer.im_end_id,
-                                           cuda_graphs=self._settings.cuda_graphs, step_cache=self.step_cache)
+                                           cuda_graphs=self._settings.cuda_graphs, step_cache=self.step_cache,
+                                           prefix_cache=self._prefix_cache)
                 yield from assemble_take(request, LocalTake(self, frames), job, timings)
             finally:
                 # A take's KV cache can be large (prompt + frames); it must not stay alive
@@ -320,7 +343,8 @@ class Pipeline:
 
         b = self._batcher
         if b is None or b.model is not self.model or b.im_end_id != self.tokenizer.im_end_id:
-            b = self._batcher = FrameBatcher(self.model, self.tokenizer.im_end_id, model_lock=self._lock)
+            b = self._batcher = FrameBatcher(self.model, self.tokenizer.im_end_id, model_lock=self._lock,
+                                             prefix_cache=self._prefix_cache)
         return b
 
     def resolve_voice(self, voice: VoiceChoice, timings: Timings) -> tuple[np.ndarray | None, str | None]:
@@ -354,7 +378,7 @@ class LocalTake:
         self.sample_rate = self.codec.sample_rate
         self.num_codebooks = self.model.cfg.num_codebooks
         self.request: SynthesisRequest | None = None
-        self.prompts: dict[int, np.ndarray] = {}
+        self.prompts: dict[int, tuple[np.ndarray, int]] = {}  # segment -> (prompt, its voice prefix)
         self._segment_count = 0
 
     def plan(self, request: SynthesisRequest, timings: Timings) -> tuple[list, bool]:
@@ -377,7 +401,8 @@ class LocalTake:
         self._segment_count = len(segments)
         return segments, segmented
 
-    def _segments_fitting_context(self, request: SynthesisRequest, reference) -> tuple[list, list[np.ndarray], bool]:
+    def _segments_fitting_context(self, request: SynthesisRequest, reference
+                                  ) -> tuple[list, list[tuple[np.ndarray, int]], bool]:
         """The request's segments and every segment's prompt, each prompt short enough that
         it plus ``max_new_tokens`` fits the model's context. A text too long for one prompt is
         split into sentences (then clauses and spaces) at a character limit that makes every
@@ -395,20 +420,20 @@ class LocalTake:
             return [build_prompt_for(tok, model, s.text, *reference(s)) for s in segments]
 
         def fits(prompts) -> bool:
-            return max(p.shape[1] for p in prompts) + n_max <= context
+            return max(p.shape[1] for p, _ in prompts) + n_max <= context
 
         segments = segments_of(request)
         prompts = prompts_for(segments)
         if fits(prompts):
             return segments, prompts, seg.enabled
-        longest = max(range(len(prompts)), key=lambda i: prompts[i].shape[1])
-        overhead = prompts[longest].shape[1] - len(tok.encode(segments[longest].text))
+        longest = max(range(len(prompts)), key=lambda i: prompts[i][0].shape[1])
+        overhead = prompts[longest][0].shape[1] - len(tok.encode(segments[longest].text))
         if overhead + 1 + n_max > context:
             # Even one token of text would not fit: say which number to change.
             check_fits_context(overhead + 1, n_max, context)
         # Characters per token of this text, measured; start a little below the estimate and
         # tighten until every piece fits (tokens per character vary along a text).
-        chars_per_token = len(segments[longest].text) / max(1, prompts[longest].shape[1] - overhead)
+        chars_per_token = len(segments[longest].text) / max(1, prompts[longest][0].shape[1] - overhead)
         max_chars = max(1, int(0.9 * (context - n_max - overhead) * chars_per_token))
         if seg.max_chars:
             max_chars = min(max_chars, seg.max_chars)
@@ -421,7 +446,7 @@ class LocalTake:
                          "segments of at most %d characters", context, n_max, len(segments), max_chars)
                 return segments, prompts, True
             if max_chars == 1:
-                worst = max(p.shape[1] for p in prompts)
+                worst = max(p.shape[1] for p, _ in prompts)
                 check_fits_context(worst, n_max, context)  # raises: names the numbers
             max_chars = max(1, int(max_chars * 0.7))
 
@@ -436,7 +461,8 @@ class LocalTake:
         frames: list[np.ndarray] = []
         pending: list[np.ndarray] = []
         n_seg = self._segment_count
-        for frame in self.frame_source(self.prompts[segment.index], params, cancel=job.cancel_event, stats=stats):
+        prompt, prefix_len = self.prompts[segment.index]
+        for frame in self.frame_source(prompt, params, cancel=job.cancel_event, stats=stats, prefix_len=prefix_len):
             frames.append(frame.codes)
             pending.append(frame.codes)
             if job.cancel_event.is_set():
@@ -470,9 +496,10 @@ class LocalTake:
         return chunk
 
 
-def build_prompt_for(tok, model, text: str, ref_codes, ref_text) -> np.ndarray:
-    from s2studio.engine.text.prompt import build_prompt
+def build_prompt_for(tok, model, text: str, ref_codes, ref_text) -> tuple[np.ndarray, int]:
+    """The prompt of ``text`` and the length of its voice prefix (``build_prompt_and_prefix``)."""
+    from s2studio.engine.text.prompt import build_prompt_and_prefix
 
-    return build_prompt(tok, text, semantic_begin_id=model.cfg.semantic_begin_id,
+    return build_prompt_and_prefix(tok, text, semantic_begin_id=model.cfg.semantic_begin_id,
                         num_codebooks=model.cfg.num_codebooks, ref_codes=ref_codes,
                         ref_text=ref_text if ref_codes is not None else None)

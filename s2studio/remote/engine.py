@@ -39,7 +39,7 @@ from typing import Generator, Iterator
 import numpy as np
 
 from s2studio.audio import CODEC_SAMPLE_RATE, SAMPLES_PER_CODE_FRAME, wav_bytes
-from s2studio.engine.api import AudioChunk, ModelInfo, SynthesisJob, SynthesisRequest, Timings
+from s2studio.engine.api import AudioChunk, ModelInfo, PrefixCacheStats, SynthesisJob, SynthesisRequest, Timings
 from s2studio.engine.take import SegmentOutcome, VoiceChoice, assemble_take, check_request, segments_of, voices_of
 from s2studio.errors import InputError
 from s2studio.remote import answers
@@ -190,7 +190,8 @@ class RemoteEngine:
         return ModelInfo(name=text("model") or "", loaded=bool(health.get("model_loaded", True)),
                          sample_rate=rate,
                          device=text("device"), codec_device=text("codec_device") or "the server",
-                         codec_reason=f"served by {address.url} ({health.get('model')} on {health.get('device')})")
+                         codec_reason=f"served by {address.url} ({health.get('model')} on {health.get('device')})",
+                         prefix_cache=_voice_cache(health.get("voice_cache")))
 
     @staticmethod
     def available_devices() -> list[tuple[str, str]]:
@@ -519,3 +520,13 @@ class PcmDecoder:
         out = self._convert(bytes(self._buffer[:usable]))
         self._buffer.clear()
         return out
+
+
+def _voice_cache(value) -> PrefixCacheStats | None:
+    """A server's voice cache numbers from its /health; None where it has none, or they are
+    not what a server sends (a hostile server gets no say beyond five whole numbers)."""
+    fields = ("hits", "misses", "entries", "bytes", "budget_bytes")
+    if not isinstance(value, dict) or not all(isinstance(value.get(f), int) and not isinstance(value.get(f), bool)
+                                              and 0 <= value[f] < 2**63 for f in fields):
+        return None
+    return PrefixCacheStats(**{f: value[f] for f in fields})

@@ -167,6 +167,8 @@ class Server:
             "codec_device": info.codec_device,
             "sample_rate": info.sample_rate,
             "queue": {"running": self.queue.running, "waiting": self.queue.waiting, "depth": self.queue.depth},
+            # The voice prefix cache (hits, misses, entries, bytes, budget_bytes); null before the load.
+            "voice_cache": info.prefix_cache.as_json() if info.prefix_cache is not None else None,
         }
         if self.health_extra is not None:
             report.update(await self.health_extra())

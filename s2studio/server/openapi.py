@@ -182,7 +182,7 @@ def openapi_document(config: ServerConfig, limits: RequestLimits = DEFAULT_LIMIT
                                       "content": {"application/octet-stream": {"schema": binary}}},
                               **common},
             }},
-            "/health": {"get": {"summary": "Model, device and queue state", "security": [],
+            "/health": {"get": {"summary": "Model, device, queue and voice cache state", "security": [],
                                 "responses": {"200": {"description": "Server state."}}}},
             "/voices": {"get": {"summary": "Voice ids in the voice folder",
                                 "responses": {"200": {"description": "The voices."}}}},

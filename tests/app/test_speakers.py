@@ -3,6 +3,8 @@ each speaker's turns with that speaker's saved voice as the reference (real tiny
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from s2studio.engine.text.dialogue import Turn, speakers_in, split_turns
@@ -77,6 +79,8 @@ def test_a_dialogue_speaks_each_part_with_its_speakers_voice(make_window, fast_s
     assert not take.audio[e0:s1].any()
     assert result.codes.shape[1] == sum(s.codes.shape[1] for s in result.segments)
     assert "Alice" in take.voice and "Bob" in take.voice
+    # The statistics line shows the voice prefix cache: both voices' prompts are kept there.
+    assert re.search(r"voice cache ([2-9]|\d\d+) voices, \d+ MB, \d+ hits?", window.generate_bar.stats.text())
 
 
 def test_unmapped_speakers_use_the_voice_panels_choice(make_window, fast_settings, tts_model, qtbot, monkeypatch):

@@ -252,3 +252,37 @@ def test_pipeline_batched_job_cancel(clone_pipeline):
             job.cancel()
     r = job.result
     assert r.cancelled and r.codes.shape[1] == 3 and r.timings.frames == 3
+
+
+@pytest.mark.parametrize("quant", ["q8_0", "q4_k"])
+def test_eight_takes_with_a_voice_prefix_equal_alone(make_tiny_model, quant):
+    """A full batch (MAX_BATCH takes, 2 rows each in the Fast-AR's first call: the kernels' 16
+    rows), every take's prompt starting with the same voice prefix, copied out of the batcher's
+    prefix cache: each take's frames are those it makes alone without any cache."""
+    from s2studio.engine.model.prefix_cache import PrefixCache
+
+    q_path, _ = make_tiny_model("--seed", "5", *WIDE, quant=quant)
+    model = load_dual_ar(q_path)[0]
+    prefix_len = int(np.flatnonzero(CLONE_PROMPT[0] == IM_END)[0]) + 2  # the system turn's end
+    prompts = [CLONE_PROMPT[:, :CLONE_PROMPT.shape[1] - (i % 3)] for i in range(MAX_BATCH)]
+    gps = [params(6 + i % 3, seed=60 + i, temperature=0.0 if i == 3 else 0.9) for i in range(MAX_BATCH)]
+    want = [generate_codes(model, p, gp, im_end_id=IM_END, prefix_len=prefix_len) for p, gp in zip(prompts, gps)]
+    cache = PrefixCache(64 << 20)
+    batcher = FrameBatcher(model, IM_END, prefix_cache=cache)
+    got: list = [None] * MAX_BATCH
+    gate = threading.Barrier(MAX_BATCH)
+
+    def consume(i: int) -> None:
+        gate.wait()
+        got[i] = np.stack([f.codes for f in batcher.frames(prompts[i], gps[i], prefix_len=prefix_len)], axis=1)
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(MAX_BATCH)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert batcher.largest_batch >= MAX_BATCH - 2  # (a take's prefill runs between steps)
+    for i in range(MAX_BATCH):
+        np.testing.assert_array_equal(got[i], want[i], err_msg=f"take {i}")
+    s = cache.stats()
+    assert s.entries == 1 and s.misses == 1 and s.hits == MAX_BATCH - 1

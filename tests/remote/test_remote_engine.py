@@ -257,3 +257,12 @@ def test_a_remote_dialogue_is_the_local_dialogue_with_the_same_segment_audio(ser
         assert r.audio is not None and (r.start_sample, r.end_sample) == (l.start_sample, l.end_sample)
         np.testing.assert_array_equal(r.audio, l.audio)
     assert [s.text for s in remote.all_segments] == [s.text for s in local.all_segments]
+
+
+def test_model_info_reports_the_servers_voice_cache(served, voices):
+    engine = RemoteEngine(RemoteSettings(served.url), voices=voices)
+    engine.synthesize(SynthesisRequest(text="In her voice.", voice="hope",
+                                       generation=GenerationParams(max_new_tokens=3, seed=1))).run_to_end()
+    cache = engine.model_info().prefix_cache
+    assert cache is not None and cache.entries >= 1 and 0 < cache.bytes <= cache.budget_bytes == 512 << 20
+    assert engine.model_info(load=False).prefix_cache is None  # nothing asked of the server

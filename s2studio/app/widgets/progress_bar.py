@@ -11,8 +11,9 @@ from s2studio.app.progress_eta import clock
 
 def describe_progress(p: GenerationProgress) -> str:
     rtf = f"{p.real_time_factor:.2f}" if p.audio_seconds > 0 else "–"
+    cache = f" · {p.voice_cache}" if p.voice_cache else ""
     return (f"Segment {p.segment}/{p.segment_count} · {p.frames} frames · {p.audio_seconds:.1f} s of audio · "
-            f"real-time factor {rtf}")
+            f"real-time factor {rtf}{cache}")
 
 
 class GenerateBar(QWidget):

@@ -27,6 +27,7 @@ import torch
 from s2studio.engine.model.dual_ar import DualAR
 from s2studio.errors import InputError, ModelFileError
 from s2studio.engine.params import GenerationParams
+from s2studio.engine.model.prefix_cache import PrefixCache, prefill_prompt
 from s2studio.engine.model.sampler import RAS_TEMPERATURE, RAS_TOP_P, RepetitionWindow, sample_token
 from s2studio.engine.model.static_step import resolve_mode, static_decoder
 from s2studio.engine.model.step_cache import StepCache
@@ -201,10 +202,11 @@ class DynamicSteps:
         self.im_end_id = -1
         self._fast = None
 
-    def prefill(self, tokens: torch.Tensor, im_end_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def prefill(self, tokens: torch.Tensor, im_end_id: int, prefix_len: int = 0,
+                prefix_cache: PrefixCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         self.im_end_id = im_end_id
         self.model.new_cache(self.capacity, self.start)
-        hidden = self.model.forward_slow(tokens)
+        hidden = prefill_prompt(self.model, tokens, prefix_len, self.model.cache, prefix_cache)
         return hidden, self.model.sampled_logits(hidden, im_end_id)
 
     def slow_step(self, column: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -238,10 +240,13 @@ def decode_steps(model: DualAR, capacity: int, start: int, cuda_graphs: str = "a
 def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams, *, im_end_id: int,
                     cancel: threading.Event | None = None,
                     stats: GenerationStats | None = None, cuda_graphs: str = "auto",
-                    step_cache: StepCache | None = None) -> Iterator[Frame]:
+                    step_cache: StepCache | None = None, prefix_len: int = 0,
+                    prefix_cache: PrefixCache | None = None) -> Iterator[Frame]:
     """Prefill ``prompt`` (int [C+1, L]) and yield frames until <|im_end|>, the token budget,
     or cancellation. ``cuda_graphs``, ``step_cache``: which step functions run the frames, and
-    where static ones are kept between takes (:func:`decode_steps`)."""
+    where static ones are kept between takes (:func:`decode_steps`). ``prefix_len``: the
+    prompt's voice prefix (``text.prompt.build_prompt_and_prefix``), prefilled on its own or
+    copied from ``prefix_cache`` (``prefix_cache.prefill_prompt``)."""
     take = FrameSampler(model, prompt, params, im_end_id=im_end_id, cancel=cancel, stats=stats)
     st = take.stats
     if take.cancelled():
@@ -250,7 +255,7 @@ def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams,
     tokens = take.prompt_tokens()
     t0 = time.perf_counter()
     steps = decode_steps(model, *take.cache_size(tokens.shape[1]), cuda_graphs, step_cache)
-    take.take_hidden(*steps.prefill(tokens, im_end_id))
+    take.take_hidden(*steps.prefill(tokens, im_end_id, prefix_len, prefix_cache))
     st.prefill_s = time.perf_counter() - t0
     while (c0 := take.begin_frame()) is not None:
         t_fast = time.perf_counter()
@@ -270,10 +275,12 @@ def generate_frames(model: DualAR, prompt: np.ndarray, params: GenerationParams,
 def generate_codes(model: DualAR, prompt: np.ndarray, params: GenerationParams, *, im_end_id: int,
                    cancel: threading.Event | None = None,
                    stats: GenerationStats | None = None, cuda_graphs: str = "auto",
-                   step_cache: StepCache | None = None) -> np.ndarray:
+                   step_cache: StepCache | None = None, prefix_len: int = 0,
+                   prefix_cache: PrefixCache | None = None) -> np.ndarray:
     """All frames at once: int32 [num_codebooks, n_frames]."""
     frames = [f.codes for f in generate_frames(model, prompt, params, im_end_id=im_end_id, cancel=cancel,
-                                               stats=stats, cuda_graphs=cuda_graphs, step_cache=step_cache)]
+                                               stats=stats, cuda_graphs=cuda_graphs, step_cache=step_cache,
+                                               prefix_len=prefix_len, prefix_cache=prefix_cache)]
     if not frames:
         return np.zeros((model.cfg.num_codebooks, 0), dtype=np.int32)
     return np.stack(frames, axis=1)

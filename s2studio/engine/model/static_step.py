@@ -49,6 +49,7 @@ import torch
 
 from s2studio.engine.kernels.qmatrix import QuantMatrix
 from s2studio.engine.model.dual_ar import DualAR
+from s2studio.engine.model.prefix_cache import PrefixCache, prefill_prompt
 from s2studio.engine.model.step_cache import StepCache
 from s2studio.engine.model.transformer import KVCache, linear, run_stack
 from s2studio.engine.model.weights import StackWeights
@@ -354,14 +355,17 @@ class StaticDecoder:
             self.head_rows.copy_(self.model.head_rows(im_end_id))
             self.im_end_id = im_end_id
 
-    def prefill(self, tokens: torch.Tensor, im_end_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """A new take: clear the Slow-AR cache and run the prompt (dynamic path) into it."""
+    def prefill(self, tokens: torch.Tensor, im_end_id: int, prefix_len: int = 0,
+                prefix_cache: PrefixCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A new take: clear the Slow-AR cache and run the prompt (dynamic path) into it, its
+        voice prefix first (``prefix_cache.prefill_prompt``)."""
+
         self.set_head(im_end_id)
         for kv in (self.slow_cache.k, self.slow_cache.v):  # masked keys must be finite (0·NaN)
             for t in kv:
                 t.zero_()
         self.slow_cache.n_past = 0
-        hidden = self.model.forward_slow(tokens, cache=self.slow_cache)
+        hidden = prefill_prompt(self.model, tokens, prefix_len, self.slow_cache, prefix_cache)
         self.n_past = self.slow_cache.n_past
         return hidden, self.model.sampled_logits(hidden, im_end_id)
 

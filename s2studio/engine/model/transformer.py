@@ -144,8 +144,9 @@ class KVCache:
         if self.round_f16:
             k, v = k.half(), v.half()
         n = k.shape[1]
-        self.k[layer][:, pos0:pos0 + n] = k.to(self.k[layer].dtype)
-        self.v[layer][:, pos0:pos0 + n] = v.to(self.v[layer].dtype)
+        # copy_ converts as it copies (float16 -> the cache's dtype is exact): one op, no temporary.
+        self.k[layer][:, pos0:pos0 + n].copy_(k)
+        self.v[layer][:, pos0:pos0 + n].copy_(v)
 
 
 # Most bytes one block of attention scores (query rows × keys, float32) may take. A prefill of
@@ -187,21 +188,27 @@ def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, cache: KVC
         v_old = cache.v[layer][:, :pos0].to(torch.float32)
     else:
         k_old = v_old = None
-    out = torch.empty(hkv, g, n, hd, dtype=torch.float32, device=q.device)
+    # One block (every decode step, short prompts): its result is the output, no copy into ``out``.
+    out = torch.empty(hkv, g, n, hd, dtype=torch.float32, device=q.device) if n > block else None
     for a in range(0, n, block):
         b = min(a + block, n)
         qb = qg[:, :, a:b].reshape(hkv, g * (b - a), hd)
         # Keys past b are in the future of every query in this block: leave them out.
-        scores_new = (qb @ k_new[:, :b].transpose(1, 2)).view(hkv, g, b - a, b)
-        causal = torch.arange(b, device=q.device)[None, :] <= torch.arange(a, b, device=q.device)[:, None]
-        scores_new = scores_new.masked_fill_(~causal, float("-inf")).view(hkv, g * (b - a), b)
+        scores_new = qb @ k_new[:, :b].transpose(1, 2)
+        if b - a > 1:  # one query row (a decode step) sees every key up to its own: nothing to mask
+            causal = torch.arange(b, device=q.device)[None, :] <= torch.arange(a, b, device=q.device)[:, None]
+            scores_new = scores_new.view(hkv, g, b - a, b).masked_fill_(~causal, float("-inf"))
+            scores_new = scores_new.view(hkv, g * (b - a), b)
         if k_old is not None:
             scores = torch.cat((qb @ k_old.transpose(1, 2), scores_new), dim=-1)
             p = torch.softmax(scores, dim=-1)
             ob = p[..., :pos0] @ v_old + p[..., pos0:] @ v_new[:, :b]
         else:
             ob = torch.softmax(scores_new, dim=-1) @ v_new[:, :b]
-        out[:, :, a:b] = ob.view(hkv, g, b - a, hd)
+        if out is None:
+            out = ob.view(hkv, g, n, hd)
+        else:
+            out[:, :, a:b] = ob.view(hkv, g, b - a, hd)
     # (hkv, g, n, hd) -> (h, n, hd) -> (n, h*hd), head-major features as ggml concatenates them.
     return out.reshape(h, n, hd).transpose(0, 1).reshape(n, h * hd)
 

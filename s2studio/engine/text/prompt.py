@@ -62,7 +62,26 @@ def build_prompt(
     ref_codes: np.ndarray | None = None,
     ref_text: str | None = None,
 ) -> np.ndarray:
-    """Return the prompt as int32 ``[num_codebooks + 1, L]`` (docs/spec/engine.md §4.3 / §4.4).
+    """Return the prompt as int32 ``[num_codebooks + 1, L]`` (docs/spec/engine.md §4.3 / §4.4);
+    :func:`build_prompt_and_prefix` also says where its voice prefix ends."""
+    return build_prompt_and_prefix(tokenizer, text, semantic_begin_id=semantic_begin_id,
+                                   num_codebooks=num_codebooks, ref_codes=ref_codes, ref_text=ref_text)[0]
+
+
+def build_prompt_and_prefix(
+    tokenizer: Tokenizer,
+    text: str,
+    *,
+    semantic_begin_id: int,
+    num_codebooks: int = 10,
+    ref_codes: np.ndarray | None = None,
+    ref_text: str | None = None,
+) -> tuple[np.ndarray, int]:
+    """The prompt (as :func:`build_prompt`) and the length of its *voice prefix*: the columns
+    before the user turn (the system turn with the reference transcript and codes), the same
+    for every text spoken with that voice, so its KV can be computed once
+    (``engine.model.prefix_cache``). 0 for a prompt without a reference: its system turn is
+    a dozen tokens, not worth keeping.
 
     ``ref_codes`` is codebook-major ``[num_codebooks, T_ref]`` (what codec encode returns and
     a voice profile stores); ``ref_text`` is its transcript. As in s2.cpp, a transcript without
@@ -109,4 +128,6 @@ def build_prompt(
         prompt[0, cols] = codes[0] + np.int32(semantic_begin_id)
         prompt[1:, cols] = codes
     prompt[0, len(pre) + t_ref :] = post
-    return prompt
+    # The system turn ends with <|im_end|> and the newline: the first two columns of ``post``.
+    prefix = len(pre) + t_ref + 2 if use_ref else 0
+    return prompt, prefix

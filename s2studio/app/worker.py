@@ -96,6 +96,7 @@ class InferenceWorker(QObject):
         """The devices the engine could run on: torch's cheap queries (no model, no GPU memory);
         here, on the worker's thread, because importing torch takes seconds."""
         try:
+            _preload_engine()
             from s2studio.engine.pipeline import Pipeline
 
             found = tuple(Pipeline.available_devices())
@@ -128,6 +129,7 @@ class InferenceWorker(QObject):
             self.busy_changed.emit(False)
 
     def _ensure_loaded(self, settings: EngineSettings):
+        _preload_engine()
         from s2studio.engine.pipeline import Pipeline
         from s2studio.engine.voices import VoiceLibrary
         from s2studio.remote import RemoteSettings
@@ -230,6 +232,14 @@ class InferenceWorker(QObject):
         from s2studio.engine.voices import VoiceLibrary
 
         return VoiceLibrary(self._voices_folder)
+
+
+def _preload_engine() -> None:
+    """torch's and numba's native libraries mapped with the GIL released, before the engine
+    imports them (they would hold it for hundreds of ms: the window's event loop stalled)."""
+    from s2studio.engine.api import preload_native_libraries
+
+    preload_native_libraries()
 
 
 def _input_error(message: str) -> S2Error:

@@ -42,6 +42,10 @@
 #ifndef S2Q_NO_PYTHON /* the standalone ARM check (tools/qdot_arm_check) includes this file */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#if !defined(_WIN32)
+#include <dlfcn.h>
+#define S2Q_DLOPEN 1
+#endif
 #endif
 #include <stdint.h>
 #include <string.h>
@@ -1521,6 +1525,37 @@ static PyObject *py_avxvnni_encoding(PyObject *self, PyObject *args) {
     return PyUnicode_FromString("");
 }
 
+/* preload(path, flags): dlopen a shared library with the GIL released, so that the app's
+ * worker thread can map torch's and llvmlite's libraries (and run their static initializers:
+ * hundreds of ms) while the UI thread keeps running; Python's own import (and ctypes) dlopen
+ * them holding the GIL. The later import finds them loaded. Returns whether it loaded;
+ * False where there is no dlopen (Windows). */
+static PyObject *py_preload(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *path_obj;
+    int flags;
+    if (!PyArg_ParseTuple(args, "O&i", PyUnicode_FSConverter, &path_obj, &flags)) return NULL;
+#ifdef S2Q_DLOPEN
+    const char *path = PyBytes_AS_STRING(path_obj);
+    void *handle;
+    Py_BEGIN_ALLOW_THREADS
+    handle = dlopen(path, flags);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path_obj);
+    if (!handle) {
+        const char *err = dlerror();
+        PyErr_Format(PyExc_OSError, "%s", err ? err : "dlopen failed");
+        return NULL;
+    }
+    /* the handle is kept open on purpose: the import that follows reuses the mapping */
+    Py_RETURN_TRUE;
+#else
+    (void)flags;
+    Py_DECREF(path_obj);
+    Py_RETURN_FALSE;
+#endif
+}
+
 static PyObject *py_addresses(PyObject *self, PyObject *args) {
     (void)self; (void)args;
     return Py_BuildValue("{s:K,s:K,s:K,s:K}", "s2q_gemv_rows", (unsigned long long)(uintptr_t)&s2q_gemv_rows,
@@ -1536,6 +1571,8 @@ static PyMethodDef METHODS[] = {
     {"avxvnni_encoding", py_avxvnni_encoding, METH_NOARGS,
      "How the avxvnni level's VNNI instructions are encoded here: 'vex' (AVX-VNNI), 'evex' "
      "(AVX-512 VNNI + VL), '' where the level is not offered."},
+    {"preload", py_preload, METH_VARARGS,
+     "preload(path, flags): dlopen a shared library with the GIL released (see _qdot.c)."},
     {"addresses", py_addresses, METH_NOARGS, "Entry-point addresses, for numba's linker."},
     {NULL, NULL, 0, NULL}};
 

@@ -12,7 +12,11 @@ Reports, for random codes:
 - with --ab: streaming at the first stride with the CPU fast paths (fused Snake, one-channel
   output conv as GEMM) on and off, alternating in this process (the machine is shared, so
   alternate rather than run one after the other), with min/median/max, the load average of
-  each run, and the SNR of "on" against "off".
+  each run, and the SNR of "on" against "off";
+- with --ab-transconv: the same, switching only the transposed convs between the polyphase
+  conv1d (on: the same bits whatever the thread count) and oneDNN's transposed conv (off).
+  MKL's strict mode (MKL_CBWR, the header line shows it) is per process: run once with
+  ``MKL_CBWR=AUTO`` (MKL's default) to compare.
 
 Full-size codec: ``python tools/make_full_s2.py --codec full ...`` (large; write it outside
 the repository).
@@ -82,13 +86,17 @@ def bench_stream(codec: Codec, codes: np.ndarray, stride: int) -> dict:
     }
 
 
-def bench_ab(codec: Codec, codes: np.ndarray, stride: int, repeats: int) -> dict:
-    """Fast paths on vs off, alternating; seconds per audio second and SNR(on vs off)."""
+FAST_PATHS = ("FUSED_SNAKE", "SINGLE_OUTPUT_GEMM")
+
+
+def bench_ab(codec: Codec, codes: np.ndarray, stride: int, repeats: int, switches=FAST_PATHS) -> dict:
+    """The ``layers`` switches on vs off, alternating; seconds per audio second and SNR(on vs off)."""
     spf = codec.samples_per_frame / codec.sample_rate
     total = codes.shape[1] - codes.shape[1] % stride
 
     def run(on: bool) -> tuple[float, np.ndarray]:
-        layers.FUSED_SNAKE = layers.SINGLE_OUTPUT_GEMM = on
+        for name in switches:
+            setattr(layers, name, on)
         dec = codec.stream_decoder()
         t0 = time.perf_counter()
         out = np.concatenate([dec.feed(codes[:, a:a + stride]) for a in range(0, total, stride)])
@@ -104,7 +112,8 @@ def bench_ab(codec: Codec, codes: np.ndarray, stride: int, repeats: int) -> dict
                 t, outs[name] = run(name == "on")
                 times[name].append(t)
     finally:
-        layers.FUSED_SNAKE = layers.SINGLE_OUTPUT_GEMM = True
+        for name in switches:
+            setattr(layers, name, True)
     ref = outs["off"].astype(np.float64)
     snr = float(10 * np.log10(np.sum(ref ** 2) / max(np.sum((ref - outs["on"]) ** 2), 1e-30)))
     res = {name: {"s_per_audio_s_min": min(v), "median": float(np.median(v)), "max": max(v)}
@@ -124,6 +133,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--windowed", action="store_true", help="also time s2.cpp's windowed schedule")
     ap.add_argument("--ab", action="store_true", help="fast paths on vs off, alternating (see above)")
+    ap.add_argument("--ab-transconv", action="store_true",
+                    help="polyphase transposed convs on vs oneDNN's, alternating (see above)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = ap.parse_args(argv)
     if args.threads:
@@ -140,7 +151,8 @@ def main(argv=None) -> int:
     res = {"model": args.model, "device": args.device, "threads": torch.get_num_threads(),
            "load_s": load_s, "latent_dim": codec.cfg.latent_dim}
     say = (lambda *a: None) if args.json else (lambda *a: print(*a, flush=True))
-    say(f"model {args.model}  device {args.device}  threads {res['threads']}  load {load_s:.2f} s")
+    say(f"model {args.model}  device {args.device}  threads {res['threads']}  load {load_s:.2f} s  "
+        f"MKL_CBWR={os.environ.get('MKL_CBWR', '')}")
     one = bench_one_shot(codec, codes[:, :frames_one], args.repeats)
     o = res["one_shot"] = {"frames": frames_one, "s": one, "ms_per_audio_s": one / (frames_one * spf_s) * 1e3,
                            "rtf": one / (frames_one * spf_s)}
@@ -167,6 +179,15 @@ def main(argv=None) -> int:
             v = ab[name]
             say(f"  fast paths {name:3s}  {v['s_per_audio_s_min']:.3f} / {v['median']:.3f} / {v['max']:.3f}")
         say(f"  SNR on vs off: {ab['snr_on_vs_off_db']:.1f} dB")
+    if args.ab_transconv:
+        ab = res["ab_transconv"] = bench_ab(codec, codes[:, :frames_long], int(args.strides.split(",")[0]),
+                                            args.repeats, ("POLYPHASE_TRANSCONV",))
+        say(f"A/B transposed convs at stride {ab['stride']} (load average {ab['loadavg_min']:.1f}-"
+            f"{ab['loadavg_max']:.1f}), s per audio second min/median/max:")
+        for name, what in (("off", "oneDNN"), ("on", "polyphase")):
+            v = ab[name]
+            say(f"  {what:9s}  {v['s_per_audio_s_min']:.3f} / {v['median']:.3f} / {v['max']:.3f}")
+        say(f"  SNR polyphase vs oneDNN: {ab['snr_on_vs_off_db']:.1f} dB")
     if args.json:
         print(json.dumps(res, indent=1))
     return 0

@@ -3,6 +3,7 @@
 
     python benchmarks/gemv_types.py [--threads 2] [--rows 9728 --cols 2560] [--matrices 10] [--m 1,2,4,8]
     python benchmarks/gemv_types.py --cpu-seconds [--m 1,4]   # work per byte, see below
+    python benchmarks/gemv_types.py --levels avx2,avxvnni,avx512vnni   # the C kernels per level
 
 For each type: ``--matrices`` random-block matrices (together larger than the caches) are
 multiplied by ``--m`` activation rows in turn, so every call streams its blocks from memory;
@@ -18,6 +19,10 @@ at the top.
 table per m. ``--cpu-seconds``: one thread, one matrix small enough for the caches, timed in
 CPU seconds (``time.process_time``): GB of blocks per CPU-second, the work per byte, which a
 shared machine's load does not distort as much as wall-clock times.
+
+``--levels a,b,...``: the C integer kernel at each of these instruction-set levels (of
+``intdot.levels()``), timed in alternation in every round like the paths; the last columns are
+each level's time over the first level's, per activation mode.
 """
 
 from __future__ import annotations
@@ -66,7 +71,13 @@ def main() -> None:
     ap.add_argument("--types", default=",".join(TYPES))
     ap.add_argument("--cpu-seconds", action="store_true",
                     help="1 thread, a 1024-row matrix in the caches, GB per CPU-second")
+    ap.add_argument("--levels", default="",
+                    help="C kernel levels to compare, comma-separated (default: the one in use)")
     args = ap.parse_args()
+    args.levels = [lv for lv in args.levels.split(",") if lv] or [intdot.level()]
+    for lv in args.levels:
+        if lv not in intdot.levels():
+            ap.error(f"--levels: {lv} is not offered by this CPU (it offers {', '.join(intdot.levels())})")
     if args.cpu_seconds:
         args.threads, args.rows, args.matrices = 1, 1024, 1
     set_threads(args.threads)
@@ -97,29 +108,52 @@ def random_matrices(name: str, rows: int, cols: int, count: int, rng) -> list[np
     return mats
 
 
-def path_calls(name: str, mats, rows: int, cols: int, m: int) -> dict:
+def path_calls(name: str, mats, rows: int, cols: int, m: int, levels) -> dict:
     """path -> list of calls, one per matrix: the float32 numba kernel, the C integer kernel
-    with one and with two activation planes (Q8_0: int16 activations), where it handles the type."""
+    with one and with two activation planes (Q8_0: int16 activations), where it handles the
+    type, at each of ``levels`` (set before each call: a C call, negligible beside a GEMV)."""
     x = torch.randn(m, cols)
     xn = x.numpy()
     out = np.empty((m, rows), np.float32)
     fl = [QuantMatrix(name, r, (rows, cols), int_dot=False) for r in mats]
     calls = {"float": [lambda q=q: q.matmul_t(x) for q in fl]}
     if intdot.handles(name):
-        for planes in (1, 2):
-            calls[f"int{planes}"] = [lambda r=r, p=planes: intdot.gemv(name, r, xn, out, p) for r in mats]
+        for lv in levels:
+            for planes in (1, 2):
+                calls[f"int{planes}@{lv}"] = [lambda r=r, p=planes, lv=lv: (intdot.set_level(lv),
+                                                                            intdot.gemv(name, r, xn, out, p))
+                                              for r in mats]
     return calls
+
+
+def columns(levels) -> tuple[list[str], str]:
+    keys = ["float"] + [f"int{p}@{lv}" for lv in levels for p in (1, 2)]
+    heads = ["float32 (numba)"] + [f"{lv}: int8, 1 plane | {lv}: 2 planes (Q8_0: int16)" for lv in levels]
+    if len(levels) > 1:
+        heads += [f"{lv} ÷ {levels[0]} (1 plane / 2 planes)" for lv in levels[1:]]
+    return keys, " | ".join(heads)
+
+
+def ratio_cells(best: dict, name, levels) -> list[str]:
+    """Each later level's time over the first level's (lower is faster)."""
+    cells = []
+    for lv in levels[1:]:
+        r = [best.get((name, f"int{p}@{lv}")) / best[name, f"int{p}@{levels[0]}"]
+             if (name, f"int{p}@{levels[0]}") in best else None for p in (1, 2)]
+        cells.append(" / ".join("—" if v is None else f"{v:.3f}" for v in r))
+    return cells
 
 
 def per_cpu_second(args, m: int) -> None:
     rng = np.random.default_rng(0)
     print(f"\nm = {m}: one thread, {args.rows}x{args.cols} in the caches, GB of blocks per CPU-second "
           f"(best of {args.rounds} rounds)")
-    print("| type | float32 (numba) | int8, 1 plane | int8, 2 planes (Q8_0: int16) |")
-    print("|---|---|---|---|")
+    keys, heads = columns(args.levels)
+    print(f"| type | {heads} |")
+    print("|---" * (1 + heads.count("|") + 1) + "|")
     for name in args.types.split(","):
         raw = random_matrices(name, args.rows, args.cols, 1, rng)[0]
-        calls = path_calls(name, [raw], args.rows, args.cols, m)
+        calls = path_calls(name, [raw], args.rows, args.cols, m, args.levels)
         reps = max(3, int(2e8 // raw.nbytes))  # ~0.2 GB of blocks per timing
         best = {}
         for k, (c,) in calls.items():
@@ -130,7 +164,9 @@ def per_cpu_second(args, m: int) -> None:
                 for _ in range(reps):
                     c()
                 best[k] = min(best.get(k, float("inf")), (time.process_time() - t0) / reps)
-        cells = [f"{raw.nbytes / best[k] / 1e9:.1f}" if k in best else "—" for k in ("float", "int1", "int2")]
+        cells = [f"{raw.nbytes / best[k] / 1e9:.1f}" if k in best else "—" for k in keys]
+        # GB per CPU-second: the ratio of the first level's rate to each later one's is its time ratio
+        cells += ratio_cells({(name, k): v for k, v in best.items()}, name, args.levels)
         print(f"| {name} | {' | '.join(cells)} |", flush=True)
     print(f"load after: {loadavg()}")
 
@@ -142,7 +178,7 @@ def against_the_floor(args, m: int) -> None:
     for name in args.types.split(","):
         mats = random_matrices(name, args.rows, args.cols, args.matrices, rng)
         sizes[name] = mats[0].nbytes / 1e6
-        for path, cs in path_calls(name, mats, args.rows, args.cols, m).items():
+        for path, cs in path_calls(name, mats, args.rows, args.cols, m, args.levels).items():
             calls[name, path] = cs
     for cs in calls.values():  # compile, first touch
         for c in cs:
@@ -158,13 +194,14 @@ def against_the_floor(args, m: int) -> None:
     bw = max(bws)
     print(f"\nm = {m} activation rows; bandwidth {bw:.1f} GB/s (best of {args.rounds}, {args.threads} threads); "
           f"load after: {loadavg()}")
-    print("| type | MB per matrix | floor ms | float32 activations ms (× floor) | int8, 1 plane "
-          "| int8, 2 planes (Q8_0: int16) |")
-    print("|---|---|---|---|---|---|")
+    keys, heads = columns(args.levels)
+    print(f"| type | MB per matrix | floor ms | {heads} |  (ms, × floor)")
+    print("|---" * (3 + heads.count("|") + 1) + "|")
     for name, mb in sizes.items():
         floor = mb / bw
         cells = [f"{best[name, k]:.2f} ({best[name, k] / floor:.1f}×)" if (name, k) in best else "—"
-                 for k in ("float", "int1", "int2")]
+                 for k in keys]
+        cells += ratio_cells(best, name, args.levels)
         print(f"| {name} | {mb:.1f} | {floor:.2f} | {' | '.join(cells)} |", flush=True)
 
 

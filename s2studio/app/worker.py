@@ -105,6 +105,7 @@ class InferenceWorker(QObject):
         """The devices the engine could run on: torch's cheap queries (no model, no GPU memory);
         here, on the worker's thread, because importing torch takes seconds."""
         try:
+            _preload_engine()
             from s2studio.engine.pipeline import Pipeline
 
             found = tuple(Pipeline.available_devices())
@@ -141,6 +142,7 @@ class InferenceWorker(QObject):
             return self._ensure_loaded_locked(settings)
 
     def _ensure_loaded_locked(self, settings: EngineSettings):
+        _preload_engine()
         from s2studio.engine.pipeline import Pipeline
         from s2studio.engine.voices import VoiceLibrary
         from s2studio.remote import RemoteSettings
@@ -245,6 +247,14 @@ class InferenceWorker(QObject):
         from s2studio.engine.voices import VoiceLibrary
 
         return VoiceLibrary(self._voices_folder)
+
+
+def _preload_engine() -> None:
+    """torch's and numba's native libraries mapped with the GIL released, before the engine
+    imports them (they would hold it for hundreds of ms: the window's event loop stalled)."""
+    from s2studio.engine.api import preload_native_libraries
+
+    preload_native_libraries()
 
 
 def _input_error(message: str) -> S2Error:

@@ -262,3 +262,11 @@ class SynthesisEngine(Protocol):
     def available_devices(self) -> list[tuple[str, str]]:
         """``(device, description)`` the engine can run on (a remote engine: none to choose)."""
 
+
+def preload_native_libraries() -> int:
+    """Map torch's and numba's native libraries without holding the GIL (engine.kernels.preload),
+    before the first engine import: a UI thread keeps running meanwhile. Cheap, idempotent;
+    returns how many were loaded."""
+    from s2studio.engine.kernels.preload import preload
+
+    return preload()

@@ -145,6 +145,31 @@ class IntDot(Mode):
         return f"Unknown integer-dot mode '{value}'. Use {cls.listing(' or ')} (or 2, 1, 0)."
 
 
+class KernelLevel(Mode):
+    """The instruction set of the C integer kernels (engine.kernels.intdot): best - the best
+    this CPU offers (the default); or one level, forced (A/B runs, or to check a level on a CPU
+    that also has a better one): scalar, avx2, avxvnni (256-bit VNNI), avx512bw, avx512vnni
+    on x86; neon, dotprod on AArch64. The environment variable S2_KERNEL_LEVEL spells the same."""
+
+    BEST = "best"
+    SCALAR = "scalar"
+    AVX2 = "avx2"
+    AVXVNNI = "avxvnni"
+    AVX512BW = "avx512bw"
+    AVX512VNNI = "avx512vnni"
+    NEON = "neon"
+    DOTPROD = "dotprod"
+
+    @classmethod
+    def _missing_(cls, value):
+        word = str(value).strip().lower()
+        return cls.BEST if word == "" else cls.__members__.get(word.upper())
+
+    @classmethod
+    def unknown_message(cls, value) -> str:
+        return f"Unknown kernel level '{value}'. Use {cls.listing(' or ')}."
+
+
 class GemvSchedule(Mode):
     """How the integer GEMV's rows are shared among threads: dynamic - threads claim small
     tasks, so one the OS deschedules does not hold the others up; static - equal shares."""

@@ -209,3 +209,60 @@ def test_dynamic_schedule_gives_the_static_split_s_numbers(qtype, rows, planes):
         out[dynamic] = got
     assert not np.isnan(out[True]).any()
     np.testing.assert_array_equal(out[True], out[False])
+
+
+needs_avxvnni = pytest.mark.skipif("avxvnni" not in intdot.levels() or "avx2" not in intdot.levels(),
+                                   reason="this CPU has neither AVX-VNNI nor AVX-512 VNNI")
+
+
+@needs_avxvnni
+@pytest.mark.parametrize("qtype", TYPES)
+@pytest.mark.parametrize("planes", [1, 2])
+def test_the_avxvnni_level_gives_avx2_s_outputs_bit_for_bit(qtype, planes):
+    """The avxvnni level is the avx2 rows with vpdpbusd / vpdpwssd in place of vpmaddubsw /
+    vpmaddwd + vpaddd: the same integers, the same float order, so a CPU that gains the level
+    (Intel client CPUs since 2021: AVX-VNNI, no AVX-512) gives the numbers it gave on avx2, for
+    every type, activation mode, the copies for m = 1, 2, 4, 8 and the general one, and widths
+    that leave Q8_0's last 256-value chunk part empty. Here it runs as this CPU encodes it
+    (intdot.avxvnni_encoding(): "evex" on AVX-512 VNNI machines; tools/qdot_arm_check checks
+    the same under qemu where an emulator has AVX-VNNI)."""
+    shapes = [(37, 512), (33, 768), (8, 2560)] + ([(9, 288), (5, 800)] if qtype == "Q8_0" else [])
+    before = intdot.level()
+    try:
+        for rows, cols in shapes:
+            raw = random_blocks(qtype, rows, cols, rows + 7 * cols)
+            for m in (1, 2, 3, 4, 8, 16):
+                x = np.random.default_rng(m + cols).standard_normal((m, cols)).astype(np.float32)
+                x[:, ::17] *= 30.0  # outlier channels: activations at their largest codes
+                outs = {}
+                for lv in ("avx2", "avxvnni"):
+                    intdot.set_level(lv)
+                    outs[lv] = np.full((m, rows), np.nan, np.float32)
+                    intdot.gemv(qtype, raw, x, outs[lv], planes)
+                assert not np.isnan(outs["avx2"]).any()
+                np.testing.assert_array_equal(outs["avxvnni"], outs["avx2"], err_msg=f"{rows}x{cols} m={m}")
+    finally:
+        intdot.set_level(before)
+
+
+def test_the_levels_offered_and_the_default():
+    """levels() lists what this CPU offers, weakest first; the default is the best of them
+    (avx512vnni over avxvnni where both exist), and avxvnni is offered exactly where the CPU
+    has AVX-VNNI or AVX-512 VNNI."""
+    offered = intdot.levels()
+    assert offered[0] == "scalar" and intdot.best_level() == offered[-1]
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = set(next(line for line in f if line.startswith("flags")).split(":")[1].split())
+    except (OSError, StopIteration):
+        pytest.skip("no /proc/cpuinfo flags line here")
+    if "avx2" not in flags:
+        pytest.skip("not an x86 CPU with AVX2")
+    has_vex, has_evex = "avx_vnni" in flags, {"avx512_vnni", "avx512vl", "avx512bw"} <= flags
+    assert ("avxvnni" in offered) == (has_vex or has_evex)
+    assert intdot.avxvnni_encoding() == ("vex" if has_vex else "evex" if has_evex else "")
+    if has_evex:
+        assert offered[-1] == "avx512vnni"
+    elif has_vex:
+        assert offered[-1] == "avxvnni"

@@ -145,3 +145,48 @@ def test_env_set_before_the_process_starts_still_selects(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("GEMV: Q4_K -> numba float32")
+
+
+@needs_c
+def test_a_forced_level_is_used_and_given_back():
+    from s2studio.engine.modes import KernelLevel
+    from s2studio.errors import InputError
+
+    offered = intdot.levels()
+    best = intdot.best_level()
+    assert intdot.level() == best
+    weakest_simd = offered[1] if len(offered) > 1 else offered[0]
+    with backend.configured(KernelSettings(level=weakest_simd)):
+        assert intdot.level() == weakest_simd
+        assert f"C level {weakest_simd}," in backend.describe(["Q4_K"])
+    assert intdot.level() == best
+    missing = next(lv for lv in KernelLevel.choices() if lv != "best" and lv not in offered)
+    with pytest.raises(InputError, match=f"kernel level {missing} is not available on this CPU"):
+        backend.configure(KernelSettings(level=missing))
+    assert intdot.level() == best
+    with pytest.raises(InputError, match="Unknown kernel level 'avx9000'"):
+        KernelSettings(level="avx9000")
+    assert KernelSettings(level=" AVX2 ").level is KernelLevel.AVX2 and KernelSettings(level="").level is KernelLevel.BEST
+
+
+@needs_c
+@pytest.mark.parametrize("word", ["avxvnni", "avx2", "neon9", "dotprod"])
+def test_the_level_from_the_environment(word):
+    """S2_KERNEL_LEVEL, read at first use in a fresh process: a level this CPU offers is used
+    and logged in the GEMV line; an unknown word, or a level this CPU lacks, is warned about and
+    the best level used."""
+    import os
+
+    code = ("import logging; logging.basicConfig(level=logging.WARNING)\n"
+            "from s2studio.engine.kernels import backend, intdot\n"
+            "print(backend.describe(['Q4_K']))\n"
+            "print(intdot.level(), intdot.best_level())\n")
+    env = {**os.environ, "S2_KERNEL_LEVEL": word}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr
+    describe, levels = res.stdout.strip().splitlines()
+    now, best = levels.split()
+    if word in intdot.levels():
+        assert now == word and f"C level {word}," in describe and not res.stderr
+    else:
+        assert now == best and f"S2_KERNEL_LEVEL={word} ignored" in res.stderr

@@ -8,6 +8,10 @@
  *       |out - scalar| <= B * max|scalar|; test_intdot.py has the real per-output bounds),
  *   (b) every activation row computed among m rows is bit-identical to it computed alone,
  *   (c) the rows split into two calls (r0 > 0) give the same outputs as one call,
+ * (d) on x86, the avxvnni level's outputs are bit-identical to the avx2 level's (the same
+ *     rows with vpdpbusd/vpdpwssd in place of vpmaddubsw/vpmaddwd + add: the same integers);
+ *     run under qemu-x86_64 with a CPU model that has AVX-VNNI and no AVX-512 it checks the
+ *     VEX-encoded rows, which a CPU with AVX-512 VNNI alone cannot run (README.md),
  * and prints a hash of the scalar level's outputs per type: built with the same flags it is the
  * same on x86 and AArch64 (IEEE float, no FMA contraction under -std=c99), which ties the ARM
  * levels to the x86 scalar level that tests/engine/test_intdot.py checks against float math.
@@ -85,8 +89,9 @@ static void check_shape(const tinfo *t, int64_t rows, int64_t wcols, int64_t *n_
                               (int64_t)(intptr_t)xbs, 0);
         int64_t xbytes = t->i16 ? 2 : 1;
         float *ref = malloc((size_t)(m * rows) * 4), *out = malloc((size_t)(m * rows) * 4);
-        float *one = malloc((size_t)rows * 4);
-        for (int lv = 0; lv <= best_level; lv++) {
+        float *one = malloc((size_t)rows * 4), *avx2 = malloc((size_t)(m * rows) * 4);
+        for (int lv = 0; lv < N_LEVELS; lv++) {
+            if (!level_offered[lv]) continue;
             float *dst = lv == 0 ? ref : out;
             /* (c): two calls, rows [0, h) and [h, rows) */
             int64_t h = rows / 2;
@@ -96,6 +101,13 @@ static void check_shape(const tinfo *t, int64_t rows, int64_t wcols, int64_t *n_
                 for (size_t i = 0; i < (size_t)(m * rows) * 4; i++) hash = (hash ^ ((uint8_t *)ref)[i]) * 0x100000001b3ull;
             if (lv > 0) compare("level-vs-scalar", t, lv, rows, wcols, m, ref, out, m * rows, bound);
             (*n_checks)++;
+#if defined(S2Q_X86)
+            if (lv == L_AVX2) memcpy(avx2, out, (size_t)(m * rows) * 4);
+            if (lv == L_AVXVNNI) {
+                compare("avxvnni-vs-avx2", t, lv, rows, wcols, m, avx2, out, m * rows, -1.0);
+                (*n_checks)++;
+            }
+#endif
             /* (b): each activation row alone */
             for (int64_t i = 0; i < m; i++) {
                 ROWS[lv][t->type](raw, row_bytes, 0, rows, xq + i * cols * xbytes, xd + i * nc,
@@ -107,7 +119,7 @@ static void check_shape(const tinfo *t, int64_t rows, int64_t wcols, int64_t *n_
         int nonzero = 0;
         for (int64_t i = 0; i < m * rows; i++) nonzero |= ref[i] != 0.0f;
         if (!nonzero) { printf("FAIL %s: all outputs zero\n", t->name); failures++; }
-        free(x); free(xd); free(xq); free(xbs); free(ref); free(out); free(one);
+        free(x); free(xd); free(xq); free(xbs); free(ref); free(out); free(one); free(avx2);
     }
     free(raw);
 }
@@ -116,13 +128,17 @@ int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[1], "--bound") == 0) bound = atof(argv[2]);
     init_tables();
     printf("levels:");
-    for (int lv = 0; lv <= best_level; lv++) printf(" %s", LEVEL_NAMES[lv]);
+    for (int lv = 0; lv < N_LEVELS; lv++)
+        if (level_offered[lv]) printf(" %s", LEVEL_NAMES[lv]);
+#if defined(S2Q_X86)
+    if (level_offered[L_AVXVNNI]) printf(" (avxvnni %s-encoded)", avxvnni_vex ? "VEX" : "EVEX");
+#endif
     printf("\n");
     for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {
         const tinfo *t = &TYPES[ti];
         printf("%s own functions:", t->name);
-        for (int lv = 1; lv <= best_level; lv++)
-            printf(" %s=%s", LEVEL_NAMES[lv], ROWS[lv][t->type] != ROWS[0][t->type] ? "yes" : "no(scalar)");
+        for (int lv = 1; lv < N_LEVELS; lv++)
+            if (level_offered[lv]) printf(" %s=%s", LEVEL_NAMES[lv], ROWS[lv][t->type] != ROWS[0][t->type] ? "yes" : "no(scalar)");
         int64_t n = 0;
         hash = 0xcbf29ce484222325ull;
         const int64_t shapes[][2] = {{1, 256}, {5, 512}, {17, 1280}, {8, 2560}};

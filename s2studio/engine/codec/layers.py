@@ -53,10 +53,17 @@ def _tail(state: dict | None, key: object, like: Tensor, rows: int, length: int)
     return t
 
 
-# From this many input frames on, torch's own (oneDNN) transposed conv beats the GEMM +
-# overlap-add below on CPU: 26 vs 47 ms for 768->384 ch at 513 frames, 34 vs 58 ms for
-# 384->192 at 4097; at 65 frames it loses (47 vs 34 ms). Measured at full size, 2 threads.
-TRANSCONV_ONEDNN_MIN_LEN = 256
+# From this many input frames on, a convolution beats the GEMM + overlap-add below on CPU
+# (oneDNN's transposed conv: 26 vs 47 ms for 768->384 ch at 513 frames, 34 vs 58 ms for
+# 384->192 at 4097; at 65 frames it loses, 47 vs 34 ms. Measured at full size, 2 threads).
+TRANSCONV_CONV_MIN_LEN = 256
+# On CPU, run those long transposed convs as stride-1 convolutions over the input, one output
+# channel per (channel, phase) (CausalTransConv._polyphase), not as oneDNN's transposed conv,
+# whose results depend on the thread count (1, 2 and 3 threads: three different roundings
+# of the same decode, ~1e-7 apart); its forward convolutions and MKL's GEMMs in strict mode
+# (MKL_CBWR, set in s2studio/__init__.py) do not. A switch for A/B benchmarks; the transposed
+# conv is the reference.
+POLYPHASE_TRANSCONV = True
 # Output lengths up to which short dilated convs use im2col + matmul on CPU (see CausalConv).
 SMALL_DILATED_LEN = 2048
 
@@ -157,12 +164,34 @@ class CausalTransConv:
         self.w_t = w.permute(1, 2, 0).reshape(-1, w.shape[0]).contiguous()
         # Earlier input frames whose kernels still reach the next chunk's outputs.
         self.hist = max(0, -(-k // stride) - 1)
+        self._phase_w: Tensor | None = None  # the polyphase weight, made at first use
+
+    def _polyphase(self, x: Tensor) -> Tensor:
+        """Uncropped conv_transpose1d as one stride-1 conv1d: with the kernel zero-padded to
+        r·s taps, output sample t·s + p is sum_i sum_c x[c, t - i] · w[c, o, i·s + p], i.e. a
+        conv of the input (r - 1 zeros each side) with r taps and Cout·s output channels
+        (channel o, phase p), the phases then interleaved. The same products and no more than
+        the transposed conv; the sums in another order (within ~1e-6 of it, relative)."""
+        s = self.stride
+        cin, cout, k = self.w.shape
+        r = -(-k // s)
+        if self._phase_w is None:
+            w = F.pad(self.w, (0, r * s - k))  # (Cin, Cout, r·s); the added taps are zeros
+            # phase_w[o·s + p, c, j] = w[c, o, (r - 1 - j)·s + p]: tap j meets x[t - (r - 1 - j)]
+            self._phase_w = w.reshape(cin, cout, r, s).flip(2).permute(1, 3, 0, 2) \
+                .reshape(cout * s, cin, r).contiguous()
+        length = x.shape[1]
+        y = F.conv1d(F.pad(x, (r - 1, r - 1))[None], self._phase_w)[0]  # (Cout·s, L + r - 1)
+        y = y.reshape(cout, s, length + r - 1).transpose(1, 2).reshape(cout, -1)
+        return y[:, : (length - 1) * s + k] + self.b[:, None]
 
     def _full(self, x: Tensor) -> Tensor:
         """Uncropped conv_transpose1d, length (L-1)·s + K."""
         s = self.stride
         cin, cout, k = self.w.shape
-        if x.device.type != "cpu" or k % s or x.shape[1] >= TRANSCONV_ONEDNN_MIN_LEN:
+        if x.device.type == "cpu" and POLYPHASE_TRANSCONV and (k % s or x.shape[1] >= TRANSCONV_CONV_MIN_LEN):
+            return self._polyphase(x)
+        if x.device.type != "cpu" or k % s or x.shape[1] >= TRANSCONV_CONV_MIN_LEN:
             return F.conv_transpose1d(x[None], self.w, self.b, stride=s)[0]
         # CPU: torch falls back to a slow reference kernel for short inputs (streaming chunks).
         # With K = r·s the op is one GEMM (every input frame -> r blocks of s outputs) followed

@@ -42,6 +42,10 @@
 #ifndef S2Q_NO_PYTHON /* the standalone ARM check (tools/qdot_arm_check) includes this file */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#if !defined(_WIN32)
+#include <dlfcn.h>
+#define S2Q_DLOPEN 1
+#endif
 #endif
 #include <stdint.h>
 #include <string.h>
@@ -95,10 +99,12 @@
 enum { T_Q4_K = 0, T_Q5_K = 1, T_Q6_K = 2, T_Q3_K = 3, T_Q2_K = 4, T_Q8_0 = 5, T_Q8_0_I16 = 6,
        N_TYPES = 7 };
 
-/* Levels, weakest first (levels() lists 0..best_level): the x86 or the ARM ones. */
+/* Levels, weakest first (levels() lists those this CPU offers: level_offered): the x86 or the
+ * ARM ones. x86's are not a chain: AVX-VNNI (VEX, 256-bit; Intel client CPUs since 2021, Zen 5)
+ * comes without AVX-512 on most CPUs that have it, and AVX-512BW without any VNNI on others. */
 #if defined(S2Q_X86)
-enum { L_SCALAR = 0, L_AVX2 = 1, L_AVX512 = 2, L_AVX512VNNI = 3, N_LEVELS = 4 };
-static const char *LEVEL_NAMES[N_LEVELS] = {"scalar", "avx2", "avx512bw", "avx512vnni"};
+enum { L_SCALAR = 0, L_AVX2 = 1, L_AVXVNNI = 2, L_AVX512 = 3, L_AVX512VNNI = 4, N_LEVELS = 5 };
+static const char *LEVEL_NAMES[N_LEVELS] = {"scalar", "avx2", "avxvnni", "avx512bw", "avx512vnni"};
 #elif defined(S2Q_ARM)
 enum { L_SCALAR = 0, L_NEON = 1, L_DOTPROD = 2, N_LEVELS = 3 };
 static const char *LEVEL_NAMES[N_LEVELS] = {"scalar", "neon", "dotprod"};
@@ -108,6 +114,7 @@ static const char *LEVEL_NAMES[N_LEVELS] = {"scalar"};
 #endif
 static int best_level = L_SCALAR;
 static int level = L_SCALAR;
+static int level_offered[N_LEVELS] = {1}; /* set by init_tables; the scalar level always */
 
 typedef struct {
     uint8_t u[QK];
@@ -663,8 +670,8 @@ S2Q_TARGET(AVX512_T) S2Q_INLINE void z_q2_k(const uint8_t *b, const __m512i *idx
 /* AVX2: 8 chunks of 32 weights; chunk c covers scales 2c (low 128-bit lane of the int16
  * products) and 2c+1 (high lane). */
 
-#define DEFINE_AVX2_ROWS(NAME, UNPACK, BB)                                                                 \
-    S2Q_TARGET(AVX2_T) S2Q_INLINE void NAME##_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,      \
+#define DEFINE_AVX2_ROWS(NAME, UNPACK, BB, TARGET, MADD_ADD)                                               \
+    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,      \
                                         int64_t r1, const int8_t *xq, const float *xd,           \
                                         const int16_t *xbs, const int64_t m, int64_t cols,       \
                                         float *out, int64_t out_stride) {                                    \
@@ -686,8 +693,7 @@ S2Q_TARGET(AVX512_T) S2Q_INLINE void z_q2_k(const uint8_t *b, const __m512i *idx
                     __m256i isum = _mm256_setzero_si256();                                       \
                     for (int c = 0; c < 8; c++) {                                                \
                         __m256i xv = _mm256_loadu_si256((const __m256i *)(x + 32 * c));          \
-                        isum = _mm256_add_epi32(                                                 \
-                            isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], xv), sc[c]));     \
+                        isum = MADD_ADD(isum, _mm256_maddubs_epi16(u[c], xv), sc[c]);            \
                     }                                                                            \
                     __m256i ms = _mm256_madd_epi16(                                              \
                         M, _mm256_loadu_si256((const __m256i *)(xbs + (i * nb + b) * 16)));      \
@@ -703,7 +709,7 @@ S2Q_TARGET(AVX512_T) S2Q_INLINE void z_q2_k(const uint8_t *b, const __m512i *idx
     }                                                                                        \
     /* m = 1, 2, 4 and 8 (one row, or one in two planes: every decode step; 2-4 requests      \
      * batched) get their own copies: with m constant the accumulators stay in registers. */   \
-    S2Q_TARGET(AVX2_T) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
+    S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
                                        const int8_t *xq, const float *xd, const int16_t *xbs,   \
                                        int64_t m, int64_t cols, float *out, int64_t out_stride) { \
         if (m == 1)                                                                              \
@@ -718,47 +724,32 @@ S2Q_TARGET(AVX512_T) S2Q_INLINE void z_q2_k(const uint8_t *b, const __m512i *idx
             NAME##_m(raw, row_bytes, r0, r1, xq, xd, xbs, m, cols, out, out_stride);            \
     }
 
-DEFINE_AVX2_ROWS(rows_q4_k_avx2, y_q4_k, 144)
-DEFINE_AVX2_ROWS(rows_q5_k_avx2, y_q5_k, 176)
-DEFINE_AVX2_ROWS(rows_q6_k_avx2, y_q6_k, 210)
-DEFINE_AVX2_ROWS(rows_q3_k_avx2, y_q3_k, 110)
-DEFINE_AVX2_ROWS(rows_q2_k_avx2, y_q2_k, 84)
+/* The int16 products p (pairs of u*x, from vpmaddubsw) times the scales s, summed into acc:
+ * vpmaddwd + vpaddd on AVX2; one vpdpwssd with VNNI at 256 bits, VEX-encoded (AVX-VNNI) or
+ * EVEX-encoded (AVX-512 VNNI + VL: the same instruction's 256-bit form, so that CPUs with
+ * AVX-512 can run the avxvnni level when it is forced, and the tests check it there). The same
+ * integers either way (no sum comes near int32's range), hence the same floats as AVX2's. */
+#define MADD_ADD_AVX2(acc, p, s) _mm256_add_epi32(acc, _mm256_madd_epi16(p, s))
+#define MADD_ADD_AVXVNNI(acc, p, s) _mm256_dpwssd_avx_epi32(acc, p, s)
+#define MADD_ADD_VNNI256(acc, p, s) _mm256_dpwssd_epi32(acc, p, s)
+#define AVXVNNI_T "avx2,fma,f16c,avxvnni"
+#define VNNI256_T "avx2,fma,f16c,avx512f,avx512vl,avx512vnni"
 
-/* Q8_0 on AVX2: per block, |w| (vpabsb) and w's signs moved onto the activations (vpsignb:
- * x where w > 0, -x where w < 0), so vpmaddubsw multiplies unsigned by signed bytes
- * (|w| <= 128, |x| <= 127: a pair sums to at most 32512, no saturation); vpmaddwd by ones sums
- * into 8 int32, converted to float and scaled by d in one FMA. The weight-side work (load,
- * abs, the scale) is done once per block for all m activation rows. */
-S2Q_TARGET(AVX2_T) S2Q_INLINE void rows_q8_0_avx2_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,
-                                                    int64_t r1, const int8_t *xq, const float *xd,
-                                                    const int64_t m, int64_t cols, float *out,
-                                                    int64_t out_stride) {
-    int64_t nb = row_bytes / Q8_BB, nc = cols / QK;
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = raw + r * row_bytes;
-        __m256 acc[MAX_M], t[MAX_M];
-        for (int64_t i = 0; i < m; i++) acc[i] = _mm256_setzero_ps();
-        for (int64_t c = 0; c < nc; c++) {
-            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;
-            for (int64_t i = 0; i < m; i++) t[i] = _mm256_setzero_ps();
-            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {
-                const uint8_t *blk = row + j * Q8_BB;
-                _mm_prefetch((const char *)(blk + Q8_PF_BYTES), _MM_HINT_T0);
-                __m256 dv = _mm256_set1_ps(F16(blk));
-                __m256i w = V(blk + 2), aw = _mm256_abs_epi8(w);
-                for (int64_t i = 0; i < m; i++) {
-                    __m256i xv = V(xq + i * cols + j * 32);
-                    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, w)), ones);
-                    t[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dv, t[i]);
-                }
-            }
-            for (int64_t i = 0; i < m; i++)
-                acc[i] = _mm256_fmadd_ps(t[i], _mm256_set1_ps(xd[i * nc + c]), acc[i]);
-        }
-        for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = hsum256(acc[i]);
-    }
-}
+DEFINE_AVX2_ROWS(rows_q4_k_avx2, y_q4_k, 144, AVX2_T, MADD_ADD_AVX2)
+DEFINE_AVX2_ROWS(rows_q5_k_avx2, y_q5_k, 176, AVX2_T, MADD_ADD_AVX2)
+DEFINE_AVX2_ROWS(rows_q6_k_avx2, y_q6_k, 210, AVX2_T, MADD_ADD_AVX2)
+DEFINE_AVX2_ROWS(rows_q3_k_avx2, y_q3_k, 110, AVX2_T, MADD_ADD_AVX2)
+DEFINE_AVX2_ROWS(rows_q2_k_avx2, y_q2_k, 84, AVX2_T, MADD_ADD_AVX2)
+DEFINE_AVX2_ROWS(rows_q4_k_avxvnni, y_q4_k, 144, AVXVNNI_T, MADD_ADD_AVXVNNI)
+DEFINE_AVX2_ROWS(rows_q5_k_avxvnni, y_q5_k, 176, AVXVNNI_T, MADD_ADD_AVXVNNI)
+DEFINE_AVX2_ROWS(rows_q6_k_avxvnni, y_q6_k, 210, AVXVNNI_T, MADD_ADD_AVXVNNI)
+DEFINE_AVX2_ROWS(rows_q3_k_avxvnni, y_q3_k, 110, AVXVNNI_T, MADD_ADD_AVXVNNI)
+DEFINE_AVX2_ROWS(rows_q2_k_avxvnni, y_q2_k, 84, AVXVNNI_T, MADD_ADD_AVXVNNI)
+DEFINE_AVX2_ROWS(rows_q4_k_vnni256, y_q4_k, 144, VNNI256_T, MADD_ADD_VNNI256)
+DEFINE_AVX2_ROWS(rows_q5_k_vnni256, y_q5_k, 176, VNNI256_T, MADD_ADD_VNNI256)
+DEFINE_AVX2_ROWS(rows_q6_k_vnni256, y_q6_k, 210, VNNI256_T, MADD_ADD_VNNI256)
+DEFINE_AVX2_ROWS(rows_q3_k_vnni256, y_q3_k, 110, VNNI256_T, MADD_ADD_VNNI256)
+DEFINE_AVX2_ROWS(rows_q2_k_vnni256, y_q2_k, 84, VNNI256_T, MADD_ADD_VNNI256)
 
 /* Copies for m = 1, 2 (one request, in one or two planes) and 4, 8 (a few batched requests):
  * with m constant the accumulators stay in registers. Same code, so the same float operations
@@ -770,53 +761,106 @@ S2Q_TARGET(AVX2_T) S2Q_INLINE void rows_q8_0_avx2_m(const uint8_t *raw, int64_t 
     else if (m == 8) BODY(raw, row_bytes, r0, r1, xq, xd, 8, cols, out, out_stride);            \
     else BODY(raw, row_bytes, r0, r1, xq, xd, m, cols, out, out_stride);
 
-S2Q_TARGET(AVX2_T) static void rows_q8_0_avx2(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1,
-                                              const int8_t *xq, const float *xd, const int16_t *xbs,
-                                              int64_t m, int64_t cols, float *out, int64_t out_stride) {
-    (void)xbs;
-    Q8_DISPATCH(rows_q8_0_avx2_m)
-}
+/* Q8_0 on AVX2: per block, |w| (vpabsb) and w's signs moved onto the activations (vpsignb:
+ * x where w > 0, -x where w < 0), so vpmaddubsw multiplies unsigned by signed bytes
+ * (|w| <= 128, |x| <= 127: a pair sums to at most 32512, no saturation); vpmaddwd by ones sums
+ * into 8 int32, converted to float and scaled by d in one FMA. The weight-side work (load,
+ * abs, the scale) is done once per block for all m activation rows. With VNNI at 256 bits
+ * (avxvnni level) vpdpbusd gives the same 8 int32 in one instruction. */
+#define Q8_DOT_AVX2(a, s) _mm256_madd_epi16(_mm256_maddubs_epi16(a, s), _mm256_set1_epi16(1))
+#define Q8_DOT_AVXVNNI(a, s) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), a, s)
+#define Q8_DOT_VNNI256(a, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), a, s)
+
+#define DEFINE_Q8_0_AVX2_ROWS(NAME, TARGET, DOT) \
+S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,     \
+                                                    int64_t r1, const int8_t *xq, const float *xd, \
+                                                    const int64_t m, int64_t cols, float *out,     \
+                                                    int64_t out_stride) {                          \
+    int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                                \
+    for (int64_t r = r0; r < r1; r++) {                                                            \
+        const uint8_t *row = raw + r * row_bytes;                                                  \
+        __m256 acc[MAX_M], t[MAX_M];                                                               \
+        for (int64_t i = 0; i < m; i++) acc[i] = _mm256_setzero_ps();                              \
+        for (int64_t c = 0; c < nc; c++) {                                                         \
+            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;                \
+            for (int64_t i = 0; i < m; i++) t[i] = _mm256_setzero_ps();                            \
+            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {                                      \
+                const uint8_t *blk = row + j * Q8_BB;                                              \
+                _mm_prefetch((const char *)(blk + Q8_PF_BYTES), _MM_HINT_T0);                      \
+                __m256 dv = _mm256_set1_ps(F16(blk));                                              \
+                __m256i w = V(blk + 2), aw = _mm256_abs_epi8(w);                                   \
+                for (int64_t i = 0; i < m; i++) {                                                  \
+                    __m256i xv = V(xq + i * cols + j * 32);                                        \
+                    __m256i p = DOT(aw, _mm256_sign_epi8(xv, w));                                  \
+                    t[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dv, t[i]);                       \
+                }                                                                                  \
+            }                                                                                      \
+            for (int64_t i = 0; i < m; i++)                                                        \
+                acc[i] = _mm256_fmadd_ps(t[i], _mm256_set1_ps(xd[i * nc + c]), acc[i]);            \
+        }                                                                                          \
+        for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = hsum256(acc[i]);                 \
+    }                                                                                              \
+}                                                                                                  \
+S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
+                                    const int8_t *xq, const float *xd, const int16_t *xbs,         \
+                                    int64_t m, int64_t cols, float *out, int64_t out_stride) {     \
+    (void)xbs;                                                                                     \
+    Q8_DISPATCH(NAME##_m)                                                                          \
+}                                                                                                  \
+
+DEFINE_Q8_0_AVX2_ROWS(rows_q8_0_avx2, AVX2_T, Q8_DOT_AVX2)
+DEFINE_Q8_0_AVX2_ROWS(rows_q8_0_avxvnni, AVXVNNI_T, Q8_DOT_AVXVNNI)
+DEFINE_Q8_0_AVX2_ROWS(rows_q8_0_vnni256, VNNI256_T, Q8_DOT_VNNI256)
 
 /* Q8_0 x int16 activations on AVX2: the block's 32 weights widened to int16 once (two
- * registers), then per row two vpmaddwd and one add into 8 int32 (each a sum of 4 products). */
-S2Q_TARGET(AVX2_T) S2Q_INLINE void rows_q8_0_i16_avx2_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,
-                                                        int64_t r1, const int8_t *xq8, const float *xd,
-                                                        const int64_t m, int64_t cols, float *out,
-                                                        int64_t out_stride) {
-    const int16_t *xq = (const int16_t *)xq8;
-    int64_t nb = row_bytes / Q8_BB, nc = cols / QK;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = raw + r * row_bytes;
-        __m256 acc[MAX_M], t[MAX_M];
-        for (int64_t i = 0; i < m; i++) acc[i] = _mm256_setzero_ps();
-        for (int64_t c = 0; c < nc; c++) {
-            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;
-            for (int64_t i = 0; i < m; i++) t[i] = _mm256_setzero_ps();
-            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {
-                const uint8_t *blk = row + j * Q8_BB;
-                _mm_prefetch((const char *)(blk + Q8_PF_BYTES), _MM_HINT_T0);
-                __m256 dv = _mm256_set1_ps(F16(blk));
-                __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));
-                __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));
-                for (int64_t i = 0; i < m; i++) {
-                    const int16_t *x = xq + i * cols + I16_AT(j, 0);  /* values 16-31: 32 further */
-                    __m256i p = _mm256_add_epi32(_mm256_madd_epi16(w0, V(x)), _mm256_madd_epi16(w1, V(x + 32)));
-                    t[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dv, t[i]);
-                }
-            }
-            for (int64_t i = 0; i < m; i++)
-                acc[i] = _mm256_fmadd_ps(t[i], _mm256_set1_ps(xd[i * nc + c]), acc[i]);
-        }
-        for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = hsum256(acc[i]);
-    }
-}
+ * registers), then per row two vpmaddwd and one add into 8 int32 (each a sum of 4 products;
+ * x: values 16-31 lie 32 further, I16_AT); VNNI: vpmaddwd + vpdpwssd, the same sums. */
+#define I16_DOT_AVX2(w0, x0, w1, x1) _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1))
+#define I16_DOT_AVXVNNI(w0, x0, w1, x1) _mm256_dpwssd_avx_epi32(_mm256_madd_epi16(w0, x0), w1, x1)
+#define I16_DOT_VNNI256(w0, x0, w1, x1) _mm256_dpwssd_epi32(_mm256_madd_epi16(w0, x0), w1, x1)
 
-S2Q_TARGET(AVX2_T) static void rows_q8_0_i16_avx2(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1,
-                                                  const int8_t *xq, const float *xd, const int16_t *xbs,
-                                                  int64_t m, int64_t cols, float *out, int64_t out_stride) {
-    (void)xbs;
-    Q8_DISPATCH(rows_q8_0_i16_avx2_m)
-}
+#define DEFINE_Q8_0_I16_AVX2_ROWS(NAME, TARGET, DOT) \
+S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_m(const uint8_t *raw, int64_t row_bytes, int64_t r0,          \
+                                                        int64_t r1, const int8_t *xq8, const float *xd, \
+                                                        const int64_t m, int64_t cols, float *out,      \
+                                                        int64_t out_stride) {                           \
+    const int16_t *xq = (const int16_t *)xq8;                                                           \
+    int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                                     \
+    for (int64_t r = r0; r < r1; r++) {                                                                 \
+        const uint8_t *row = raw + r * row_bytes;                                                       \
+        __m256 acc[MAX_M], t[MAX_M];                                                                    \
+        for (int64_t i = 0; i < m; i++) acc[i] = _mm256_setzero_ps();                                   \
+        for (int64_t c = 0; c < nc; c++) {                                                              \
+            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;                     \
+            for (int64_t i = 0; i < m; i++) t[i] = _mm256_setzero_ps();                                 \
+            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {                                           \
+                const uint8_t *blk = row + j * Q8_BB;                                                   \
+                _mm_prefetch((const char *)(blk + Q8_PF_BYTES), _MM_HINT_T0);                           \
+                __m256 dv = _mm256_set1_ps(F16(blk));                                                   \
+                __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));         \
+                __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));        \
+                for (int64_t i = 0; i < m; i++) {                                                       \
+                    const int16_t *x = xq + i * cols + I16_AT(j, 0);                                    \
+                    __m256i p = DOT(w0, V(x), w1, V(x + 32));                                           \
+                    t[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dv, t[i]);                            \
+                }                                                                                       \
+            }                                                                                           \
+            for (int64_t i = 0; i < m; i++)                                                             \
+                acc[i] = _mm256_fmadd_ps(t[i], _mm256_set1_ps(xd[i * nc + c]), acc[i]);                 \
+        }                                                                                               \
+        for (int64_t i = 0; i < m; i++) out[i * out_stride + r] = hsum256(acc[i]);                      \
+    }                                                                                                   \
+}                                                                                                       \
+S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1,      \
+                                    const int8_t *xq, const float *xd, const int16_t *xbs,              \
+                                    int64_t m, int64_t cols, float *out, int64_t out_stride) {          \
+    (void)xbs;                                                                                          \
+    Q8_DISPATCH(NAME##_m)                                                                               \
+}                                                                                                       \
+
+DEFINE_Q8_0_I16_AVX2_ROWS(rows_q8_0_i16_avx2, AVX2_T, I16_DOT_AVX2)
+DEFINE_Q8_0_I16_AVX2_ROWS(rows_q8_0_i16_avxvnni, AVXVNNI_T, I16_DOT_AVXVNNI)
+DEFINE_Q8_0_I16_AVX2_ROWS(rows_q8_0_i16_vnni256, VNNI256_T, I16_DOT_VNNI256)
 
 /* AVX-512: 4 chunks of 64 weights; the int16 product lane j of chunk c belongs to scale
  * 4c + j/8, picked by one vpermw. VNNI fuses vpmaddwd + vpaddd into vpdpwssd. */
@@ -1045,7 +1089,11 @@ static uint64_t xgetbv0(void) {
 #endif
 }
 
-/* The best level this CPU and OS support (the OS must save the wider registers: XCR0). */
+/* The levels this CPU and OS support (the OS must save the wider registers: XCR0), into
+ * level_offered; returns the best. The avxvnni level runs VEX-encoded where the CPU has
+ * AVX-VNNI (CPUID.(7,1):EAX[4]), else EVEX-encoded where it has AVX-512 VNNI + VL (offered there,
+ * below the AVX-512 levels, so that it is only used when forced: tests, benchmarks). */
+static int avxvnni_vex = 0;
 static int detect_level(void) {
     unsigned r[4];
     cpuid(0, 0, r);
@@ -1056,11 +1104,22 @@ static int detect_level(void) {
     uint64_t xcr0 = xgetbv0();
     if ((xcr0 & 6) != 6) return L_SCALAR;  /* no AVX state */
     cpuid(7, 0, r);
+    unsigned max_sub7 = r[0];
     int avx2 = (r[1] >> 5) & 1, f = (r[1] >> 16) & 1, bw = (r[1] >> 30) & 1, vl = (r[1] >> 31) & 1;
-    int vnni = (r[2] >> 11) & 1;
-    int lvl = (avx2 && fma && f16c) ? L_AVX2 : L_SCALAR;
-    if (lvl == L_AVX2 && f && bw && vl && (xcr0 & 0xe6) == 0xe6) lvl = vnni ? L_AVX512VNNI : L_AVX512;
-    return lvl;
+    int vnni512 = (r[2] >> 11) & 1, vnni_vex = 0;
+    if (max_sub7 >= 1) {
+        cpuid(7, 1, r);
+        vnni_vex = (r[0] >> 4) & 1;
+    }
+    if (!(avx2 && fma && f16c)) return L_SCALAR;
+    int zmm = f && bw && vl && (xcr0 & 0xe6) == 0xe6;  /* AVX-512 state saved too */
+    int best = L_AVX2;
+    level_offered[L_AVX2] = 1;
+    avxvnni_vex = vnni_vex;
+    if (vnni_vex || (zmm && vnni512)) level_offered[best = L_AVXVNNI] = 1;
+    if (zmm) level_offered[best = vnni512 ? L_AVX512VNNI : L_AVX512] = 1;
+    if (zmm && vnni512) level_offered[L_AVX512] = 1;
+    return best;
 }
 
 static void init_tables(void) {
@@ -1071,13 +1130,19 @@ static void init_tables(void) {
                           rows_q8_0_i16_avx512};
     rows_fn c[N_TYPES] = {rows_q4_k_vnni, rows_q5_k_vnni, rows_q6_k_vnni, rows_q3_k_vnni, rows_q2_k_vnni,
                           rows_q8_0_vnni, rows_q8_0_i16_vnni};
+    rows_fn vex[N_TYPES] = {rows_q4_k_avxvnni, rows_q5_k_avxvnni, rows_q6_k_avxvnni, rows_q3_k_avxvnni,
+                            rows_q2_k_avxvnni, rows_q8_0_avxvnni, rows_q8_0_i16_avxvnni};
+    rows_fn evex[N_TYPES] = {rows_q4_k_vnni256, rows_q5_k_vnni256, rows_q6_k_vnni256, rows_q3_k_vnni256,
+                             rows_q2_k_vnni256, rows_q8_0_vnni256, rows_q8_0_i16_vnni256};
+    best_level = detect_level();
     memcpy(ROWS[L_AVX2], a, sizeof a);
+    memcpy(ROWS[L_AVXVNNI], avxvnni_vex ? vex : evex, sizeof vex);
     memcpy(ROWS[L_AVX512], b, sizeof b);
     memcpy(ROWS[L_AVX512VNNI], c, sizeof c);
-    best_level = detect_level();
 }
 #elif !defined(S2Q_ARM)
 static void init_tables(void) { best_level = L_SCALAR; }
+
 #endif
 
 #ifdef S2Q_ARM
@@ -1291,6 +1356,7 @@ static void init_tables(void) {
     memcpy(ROWS[L_DOTPROD], a, sizeof a);  /* not offered by detect_level */
 #endif
     best_level = detect_level();
+    for (int i = 0; i <= best_level; i++) level_offered[i] = 1;  /* the ARM levels are a chain */
 }
 #endif /* S2Q_ARM */
 
@@ -1432,7 +1498,8 @@ static PyObject *py_levels(PyObject *self, PyObject *args) {
     (void)self; (void)args;
     PyObject *l = PyList_New(0);
     if (!l) return NULL;
-    for (int i = 0; i <= best_level; i++) {
+    for (int i = 0; i < N_LEVELS; i++) {
+        if (!level_offered[i]) continue;
         PyObject *s = PyUnicode_FromString(LEVEL_NAMES[i]);
         if (!s || PyList_Append(l, s) < 0) { Py_XDECREF(s); Py_DECREF(l); return NULL; }
         Py_DECREF(s);
@@ -1444,10 +1511,49 @@ static PyObject *py_set_level(PyObject *self, PyObject *args) {
     (void)self;
     const char *name;
     if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
-    for (int i = 0; i <= best_level; i++)
-        if (strcmp(name, LEVEL_NAMES[i]) == 0) { level = i; Py_RETURN_NONE; }
+    for (int i = 0; i < N_LEVELS; i++)
+        if (level_offered[i] && strcmp(name, LEVEL_NAMES[i]) == 0) { level = i; Py_RETURN_NONE; }
     PyErr_Format(PyExc_ValueError, "kernel level %s is not available on this CPU", name);
     return NULL;
+}
+
+static PyObject *py_avxvnni_encoding(PyObject *self, PyObject *args) {
+    (void)self; (void)args;
+#if defined(S2Q_X86)
+    if (level_offered[L_AVXVNNI]) return PyUnicode_FromString(avxvnni_vex ? "vex" : "evex");
+#endif
+    return PyUnicode_FromString("");
+}
+
+/* preload(path, flags): dlopen a shared library with the GIL released, so that the app's
+ * worker thread can map torch's and llvmlite's libraries (and run their static initializers:
+ * hundreds of ms) while the UI thread keeps running; Python's own import (and ctypes) dlopen
+ * them holding the GIL. The later import finds them loaded. Returns whether it loaded;
+ * False where there is no dlopen (Windows). */
+static PyObject *py_preload(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *path_obj;
+    int flags;
+    if (!PyArg_ParseTuple(args, "O&i", PyUnicode_FSConverter, &path_obj, &flags)) return NULL;
+#ifdef S2Q_DLOPEN
+    const char *path = PyBytes_AS_STRING(path_obj);
+    void *handle;
+    Py_BEGIN_ALLOW_THREADS
+    handle = dlopen(path, flags);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path_obj);
+    if (!handle) {
+        const char *err = dlerror();
+        PyErr_Format(PyExc_OSError, "%s", err ? err : "dlopen failed");
+        return NULL;
+    }
+    /* the handle is kept open on purpose: the import that follows reuses the mapping */
+    Py_RETURN_TRUE;
+#else
+    (void)flags;
+    Py_DECREF(path_obj);
+    Py_RETURN_FALSE;
+#endif
 }
 
 static PyObject *py_addresses(PyObject *self, PyObject *args) {
@@ -1462,6 +1568,11 @@ static PyMethodDef METHODS[] = {
     {"level", py_level, METH_NOARGS, "The instruction set the kernels use now."},
     {"levels", py_levels, METH_NOARGS, "The instruction sets this CPU supports, weakest first."},
     {"set_level", py_set_level, METH_VARARGS, "Use one of levels() (tests; the default is the best)."},
+    {"avxvnni_encoding", py_avxvnni_encoding, METH_NOARGS,
+     "How the avxvnni level's VNNI instructions are encoded here: 'vex' (AVX-VNNI), 'evex' "
+     "(AVX-512 VNNI + VL), '' where the level is not offered."},
+    {"preload", py_preload, METH_VARARGS,
+     "preload(path, flags): dlopen a shared library with the GIL released (see _qdot.c)."},
     {"addresses", py_addresses, METH_NOARGS, "Entry-point addresses, for numba's linker."},
     {NULL, NULL, 0, NULL}};
 

@@ -9,12 +9,13 @@ Per block type, a decode GEMV (a few activation rows) runs on one of these stack
 - torch's float16 GEMV on a dequantized copy: where numba is missing, or where this machine
   runs the quantized kernels clearly slower (``choice``: measured once per machine, cached).
 
-The choice follows ``KernelSettings`` (which integer path, and how the C kernel's rows are
-shared among threads), a process-wide setting: the kernels share one thread pool and
-compiled code. ``configure`` sets it (tests: ``configured`` for a block); until then it is
-read once, at first use, from the environment variables that used to select it at import:
-``S2_INT_DOT`` (2 precise, 1 one int8 plane, 0 numba) and ``S2_GEMV_SCHEDULE`` (dynamic,
-static), so A/B runs of a benchmark keep working. ``describe`` is the line the loader logs
+The choice follows ``KernelSettings`` (which integer path, how the C kernel's rows are
+shared among threads, and its instruction-set level), a process-wide setting: the kernels
+share one thread pool and compiled code. ``configure`` sets it (tests: ``configured`` for a
+block); until then it is read once, at first use, from the environment variables that used to
+select it at import: ``S2_INT_DOT`` (2 precise, 1 one int8 plane, 0 numba) and
+``S2_GEMV_SCHEDULE`` (dynamic, static), so A/B runs of a benchmark keep working, and
+``S2_KERNEL_LEVEL`` (best, or a level this CPU offers, e.g. avx2 or avxvnni). ``describe`` is the line the loader logs
 and ``s2studio --self-test`` prints.
 """
 
@@ -28,13 +29,14 @@ from enum import Enum
 from typing import Iterable, Iterator, Mapping
 
 from s2studio.engine.kernels import common as kcommon
-from s2studio.engine.modes import GemvSchedule, IntDot
+from s2studio.engine.modes import GemvSchedule, IntDot, KernelLevel
 from s2studio.errors import InputError
 
 log = logging.getLogger(__name__)
 
 INT_DOT_ENV = "S2_INT_DOT"
 SCHEDULE_ENV = "S2_GEMV_SCHEDULE"
+LEVEL_ENV = "S2_KERNEL_LEVEL"
 
 
 @dataclass(frozen=True)
@@ -42,14 +44,19 @@ class KernelSettings:
     """Which integer-dot activations the C kernels take (``IntDot``), and how their rows are
     shared among threads (``GemvSchedule``: dynamic, so a thread the OS deschedules does not
     hold the GEMV up; static, equal shares, kept to measure the difference: docs/performance.md,
-    "A busy machine"). Words are accepted and checked here, once."""
+    "A busy machine"), and the C kernels' instruction set (``KernelLevel``: the best this CPU
+    offers, or one forced; every level gives the outputs the tests bound, and avxvnni gives
+    avx2's bit for bit). Words are accepted and checked here, once; whether this CPU offers a
+    forced level is checked where it is applied (``configure``)."""
 
     int_dot: IntDot = IntDot.PRECISE
     schedule: GemvSchedule = GemvSchedule.DYNAMIC
+    level: KernelLevel = KernelLevel.BEST
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "int_dot", IntDot.parse(self.int_dot))
         object.__setattr__(self, "schedule", GemvSchedule.parse(self.schedule))
+        object.__setattr__(self, "level", KernelLevel.parse(self.level))
 
     @property
     def planes(self) -> int:
@@ -63,7 +70,8 @@ class KernelSettings:
         warned about and the default used, as the old import-time reads did silently."""
         env = os.environ if environ is None else environ
         values = {}
-        for field, var, mode in (("int_dot", INT_DOT_ENV, IntDot), ("schedule", SCHEDULE_ENV, GemvSchedule)):
+        for field, var, mode in (("int_dot", INT_DOT_ENV, IntDot), ("schedule", SCHEDULE_ENV, GemvSchedule),
+                                 ("level", LEVEL_ENV, KernelLevel)):
             word = env.get(var)
             if word is None or not word.strip():
                 continue
@@ -79,10 +87,44 @@ _settings: KernelSettings | None = None  # None: not configured; the environment
 
 def configure(settings: KernelSettings | None = None) -> KernelSettings:
     """Use ``settings`` from now on (None: the environment's, ``KernelSettings.from_environment``).
-    Matrices built with the engine's default follow it at their next GEMV."""
+    Matrices built with the engine's default follow it at their next GEMV. A forced level this
+    CPU does not offer: ``InputError`` (the settings stay as they were); from the environment,
+    a warning and the best level, as for the other variables' unknown words."""
     global _settings
-    _settings = KernelSettings.from_environment() if settings is None else settings
+    if settings is None:
+        chosen = KernelSettings.from_environment()
+        try:
+            _apply_level(chosen.level)
+        except InputError as exc:
+            log.warning("%s=%s ignored: %s", LEVEL_ENV, chosen.level.value, exc)
+            chosen = KernelSettings(chosen.int_dot, chosen.schedule)
+            _apply_level(chosen.level)
+    else:
+        chosen = settings
+        _apply_level(chosen.level)
+    _settings = chosen
     return _settings
+
+
+def _apply_level(level: KernelLevel) -> None:
+    """Point the C kernels at ``level`` (process-wide, as the settings). The best level is the
+    extension's own default, so the module (numba, llvmlite) is not imported just to say so."""
+    if level == KernelLevel.BEST and _intdot_module is None:
+        return
+    intdot = _intdot()
+    if not intdot.built():
+        if level != KernelLevel.BEST:
+            raise InputError(f"kernel level {level.value} cannot be used: the C integer kernels are not "
+                             f"built ({intdot.import_error() or 'numba is missing'})")
+        return
+    offered = intdot.levels()
+    if level == KernelLevel.BEST:
+        intdot.set_level(intdot.best_level())
+    elif level.value in offered:
+        intdot.set_level(level.value)
+    else:
+        raise InputError(f"kernel level {level.value} is not available on this CPU "
+                         f"(it offers {', '.join(offered)})")
 
 
 def settings() -> KernelSettings:
@@ -98,6 +140,7 @@ def configured(new: KernelSettings) -> Iterator[KernelSettings]:
     try:
         yield new
     finally:
+        _apply_level(KernelLevel.BEST if before is None else before.level)
         _settings = before
 
 

@@ -56,6 +56,9 @@ TYPE_IDS = {} if _qdot is None else {name: getattr(_qdot, name) for name in TYPE
 ACT_BLOCK = 256  # activation values per int8 scale; Q8_0 rows of other lengths get zero-padded activations
 ROWS_PER_TASK = 32  # rows per C call: small enough to balance 2-16 threads on 1024+ rows
 
+# The level the extension chose at import (the best this CPU offers), before anything forces one.
+_BEST_LEVEL = None if _qdot is None else _qdot.level()
+
 _gemv = None
 if _qdot is not None and kcommon.numba is not None:
     import llvmlite.binding as _llvm
@@ -175,9 +178,24 @@ def level() -> str | None:
 
 
 def set_level(name: str) -> None:
-    """Force one instruction set (tests: every path this CPU has is checked)."""
+    """Force one instruction set (tests: every path this CPU has is checked). Users force one
+    through the kernel settings (backend.KernelSettings.level, S2_KERNEL_LEVEL)."""
     _qdot.set_level(name)
 
 
 def levels() -> list[str]:
+    """The instruction sets this CPU offers, weakest first (the x86 ones are not a chain:
+    avxvnni is offered without the AVX-512 levels on most CPUs that have it)."""
     return [] if _qdot is None else list(_qdot.levels())
+
+
+def best_level() -> str | None:
+    """The level used unless one is forced: the best this CPU offers."""
+    return _BEST_LEVEL
+
+
+def avxvnni_encoding() -> str:
+    """How the avxvnni level's dot-product instructions run here: "vex" (the CPU has AVX-VNNI),
+    "evex" (it has AVX-512 VNNI + VL only: the same instructions' 256-bit EVEX form, the same
+    integers), "" where the level is not offered."""
+    return "" if _qdot is None else _qdot.avxvnni_encoding()

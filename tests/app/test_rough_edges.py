@@ -27,11 +27,18 @@ def test_open_script_goes_through_a_real_file_dialog(make_window, fast_settings,
     script.write_text("Read from the dialog.", encoding="utf-8")
     seen = []
 
+    tries = []
+
     def answer():  # the dialog is modal: find it and choose the file as a person would
-        dialog = QApplication.activeModalWidget()
-        if not isinstance(dialog, QFileDialog):
-            QTimer.singleShot(50, answer)
+        # Among the visible top-level widgets, not QApplication.activeModalWidget(): a dialog an
+        # earlier test left open would be "the active modal" and this would wait for ever.
+        dialogs = [w for w in QApplication.topLevelWidgets() if isinstance(w, QFileDialog) and w.isVisible()]
+        if not dialogs:
+            tries.append(1)
+            if len(tries) < 400:  # 20 s, then the test fails instead of hanging
+                QTimer.singleShot(50, answer)
             return
+        dialog = dialogs[0]
         seen.append(dialog.windowTitle())
         dialog.selectFile(str(script))
         dialog.accept()

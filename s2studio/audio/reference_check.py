@@ -1,12 +1,11 @@
 """The reference workbench's analysis (no Qt): where a long clip's best 5–30 s lie, and what is
 wrong with the part kept (clipping, a loud room, its loudness).
 
-"Find the best part" runs voice activity detection with Silero VAD (the ``silero-vad`` package,
-whose model files ship inside it), joins the speech it finds into runs broken by long pauses, and
-scores every 5–30 s window of a run: no clipped samples first, then a quiet noise floor between
-the words, a steady level from phrase to phrase, little silence, and some length (10–15 s is plenty
-for a voice). torch and silero_vad are imported inside ``speech_regions`` only: the app calls this
-off the UI thread, and the CLI never pays for it.
+"Find the best part": voice activity detection (s2studio/engine/voice_activity.py, Silero VAD,
+which needs torch and so lives in the engine) finds the speech; ``best_window`` here joins it into
+runs broken by long pauses and scores every 5–30 s window of a run: no clipped samples first, then
+a quiet noise floor between the words, a steady level from phrase to phrase, little silence, and
+some length (10–15 s is plenty for a voice).
 
 Levelling: a reference is saved at ``REFERENCE_TARGET_LUFS`` integrated loudness (peaks kept under
 ``REFERENCE_PEAK_CEILING_DBFS`` by the limiter in ``loudness.py``), so voices recorded quietly or
@@ -16,14 +15,12 @@ hot sound alike to the codec.
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from s2studio.audio import loudness
 
-VAD_SAMPLE_RATE = 16000  # Silero VAD's rate (it also takes 8 kHz; 16 kHz is the better model)
 MIN_WINDOW_S = 5.0
 MAX_WINDOW_S = 30.0
 LONG_PAUSE_S = 1.0  # a pause longer than this ends a run: a reference should flow
@@ -78,54 +75,6 @@ def check_clip(samples: np.ndarray, sample_rate: int) -> ClipCheck:
 def level_reference(samples: np.ndarray, sample_rate: int) -> np.ndarray:
     """``samples`` at ``REFERENCE_TARGET_LUFS`` with peaks under the ceiling (unchanged if silent)."""
     return loudness.normalise(samples, sample_rate, REFERENCE_LEVEL)
-
-
-# ---- voice activity ---------------------------------------------------------------------------
-_model_lock = threading.Lock()
-_model = None
-
-
-def _silero():
-    """The ``silero_vad`` module. Importing it sets torch to one thread for the whole process;
-    the engine's setting is put back at once."""
-    import torch
-
-    threads = torch.get_num_threads()
-    try:
-        import silero_vad
-    finally:
-        torch.set_num_threads(threads)
-    return silero_vad
-
-
-def _vad_model():
-    """Silero VAD's packaged TorchScript model (``silero_vad/data/silero_vad.jit``), loaded once;
-    no torchaudio needed."""
-    global _model
-    with _model_lock:
-        if _model is None:
-            _model = _silero().load_silero_vad()
-        return _model
-
-
-def speech_regions(samples: np.ndarray, sample_rate: int) -> list[tuple[int, int]]:
-    """(start, end) sample ranges (at ``sample_rate``) where Silero VAD hears speech."""
-    import torch
-
-    from s2studio.audio.resample import resample
-
-    x = np.asarray(samples, dtype=np.float32)
-    if not len(x):
-        return []
-    y = x if sample_rate == VAD_SAMPLE_RATE else resample(x, sample_rate, VAD_SAMPLE_RATE)
-    get_speech_timestamps = _silero().get_speech_timestamps
-    model = _vad_model()
-    with _model_lock:  # the model keeps state between chunks: one clip at a time
-        with torch.inference_mode():
-            stamps = get_speech_timestamps(torch.from_numpy(np.ascontiguousarray(y, dtype=np.float32)), model,
-                                           sampling_rate=VAD_SAMPLE_RATE)
-    scale = sample_rate / VAD_SAMPLE_RATE
-    return [(min(len(x), int(s["start"] * scale)), min(len(x), int(s["end"] * scale))) for s in stamps]
 
 
 # ---- the best window ---------------------------------------------------------------------------
@@ -195,8 +144,3 @@ def best_window(samples: np.ndarray, sample_rate: int, speech: list[tuple[int, i
               + (f", {clipped} clipped samples (no part without clipping is 5 s long)" if clipped else ", no clipping")
               + f", noise between words {floor_text}, level steady within {unsteady:.1f} dB")
     return Proposal(start, end, score, reason)
-
-
-def propose_reference(samples: np.ndarray, sample_rate: int) -> Proposal | None:
-    """Voice activity detection, then ``best_window``: the part of a long clip to keep."""
-    return best_window(samples, sample_rate, speech_regions(samples, sample_rate))

@@ -1,7 +1,7 @@
 """The reference workbench under the voice panel's waveform: "Find the best part" and the checks
 of the part kept (clipping, noise floor, loudness and how it is levelled when saved).
 
-The analysis (s2studio/audio/reference_check.py) runs in QThreadPool tasks: voice activity
+The analysis (s2studio/engine/voice_activity.py and s2studio/audio/reference_check.py) runs in QThreadPool tasks: voice activity
 detection over a long clip takes seconds, and even the checks of a 15-minute clip would stall a
 drag. Each result carries the number of the request it answers; a result for a clip or a part
 that has since changed is dropped.
@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 
 from s2studio.app.widgets.wrapping_label import WrappingLabel
 from s2studio.audio import reference_check
+from s2studio.engine.voice_activity import propose_reference
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class ReferenceWorkbench(QWidget):
         self.find_button.setText("Finding the best part…")
         self.find_button.setEnabled(False)
         self.pool.start(_Task(self._results, "find", self._requests["find"],
-                              lambda: reference_check.propose_reference(clip, rate)))
+                              lambda: propose_reference(clip, rate)))
 
     def wait_idle(self, ms: int = -1) -> bool:
         """For tests and shutdown: wait for the running analyses (not from a task)."""

@@ -40,7 +40,11 @@ def _vad_model():
     global _model
     with _model_lock:
         if _model is None:
-            _model = _silero().load_silero_vad()
+            import warnings
+
+            with warnings.catch_warnings():  # its loader's importlib/torch.jit deprecations: not ours to fix
+                warnings.simplefilter("ignore", DeprecationWarning)
+                _model = _silero().load_silero_vad()
         return _model
 
 

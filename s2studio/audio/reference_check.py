@@ -26,7 +26,10 @@ MAX_WINDOW_S = 30.0
 LONG_PAUSE_S = 1.0  # a pause longer than this ends a run: a reference should flow
 EDGE_PAD_S = 0.15  # kept before the first and after the last word, so no syllable is cut
 CLIP_LEVEL = 0.999  # |x| at or above this is a clipped sample (int16 full scale is 0.99997)
-NOISY_FLOOR_DBFS = -50.0  # a quietest half second louder than this: the room is heard
+NOISY_FLOOR_DBFS = -50.0  # a quietest moment louder than this: the room is heard
+# The noise floor is the RMS of the quietest 0.1 s: short enough to fall between words (pauses in
+# fluent speech are 0.2-0.5 s; ACX's half second would measure the speech itself there).
+NOISE_WINDOW_S = 0.1
 REFERENCE_TARGET_LUFS = -20.0
 REFERENCE_PEAK_CEILING_DBFS = -1.0
 REFERENCE_LEVEL = loudness.LoudnessPreset("reference", "lufs", REFERENCE_TARGET_LUFS, REFERENCE_PEAK_CEILING_DBFS)
@@ -56,17 +59,17 @@ class ClipCheck:
 
 
 def check_clip(samples: np.ndarray, sample_rate: int) -> ClipCheck:
-    """Clipping, the noise floor (the quietest half second) and the loudness of ``samples``."""
+    """Clipping, the noise floor (the quietest tenth of a second) and the loudness of ``samples``."""
     x = np.asarray(samples, dtype=np.float32)
     clipped = np.flatnonzero(np.abs(x) >= CLIP_LEVEL)
     first = float(clipped[0]) / sample_rate if len(clipped) else None
-    floor = loudness.noise_floor_dbfs(x, sample_rate)
+    floor = loudness.noise_floor_dbfs(x, sample_rate, NOISE_WINDOW_S)
     warnings = []
     if len(clipped):
         warnings.append(f"{len(clipped)} clipped sample{'s' if len(clipped) != 1 else ''}, the first at "
                         f"{first:.1f} s: record with less gain, or keep another part.")
     if math.isfinite(floor) and floor > NOISY_FLOOR_DBFS:
-        warnings.append(f"Noise floor {floor:.0f} dBFS (the quietest half second): a quieter room helps "
+        warnings.append(f"Noise floor {floor:.0f} dBFS (the quietest tenth of a second): a quieter room helps "
                         f"(under {NOISY_FLOOR_DBFS:g} dBFS is good).")
     return ClipCheck(len(x) / sample_rate, loudness.integrated_lufs(x, sample_rate), loudness.peak_dbfs(x),
                      floor, len(clipped), first, warnings)
@@ -98,8 +101,8 @@ def _score(samples: np.ndarray, rate: int, segments: list[tuple[int, int]], star
     speech = sum(e - s for s, e in segments) / max(1, end - start)
     levels = [_db_rms(samples[s:e]) for s, e in segments if e - s >= int(0.2 * rate)]
     unsteady = float(np.std(levels)) if len(levels) > 1 else 0.0
-    # the noise between the words: the quietest quarter second of the window
-    floor = loudness.noise_floor_dbfs(part, rate, 0.25)
+    # the noise between the words: the quietest tenth of a second of the window
+    floor = loudness.noise_floor_dbfs(part, rate, NOISE_WINDOW_S)
     floor = max(_SILENT_DBFS, floor) if math.isfinite(floor) else _SILENT_DBFS
     score = (2.0 * min(duration, 15.0) / 15.0 + speech - unsteady / 6.0
              - max(0.0, floor - NOISY_FLOOR_DBFS - 10.0) / 10.0)

@@ -106,9 +106,9 @@ class ReferenceWorkbench(QWidget):
         """The part kept changed: check it once the change settles."""
         self._kept = samples
         self._requests["check"] += 1
+        self.last_check = None  # until the part kept now is measured (the notes stay until then)
         if samples is None or not len(samples):
             self._check_timer.stop()
-            self.last_check = None
             for label in (self.warning_label, self.level_label):
                 label.hide()
             return

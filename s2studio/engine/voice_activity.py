@@ -10,12 +10,19 @@ pays for them until "Find the best part" is pressed.
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 import numpy as np
 
 from s2studio.audio.reference_check import Proposal, best_window
 
 VAD_SAMPLE_RATE = 16000  # Silero VAD's rate (it also takes 8 kHz; 16 kHz is the better model)
+
+
+
+class SearchCancelled(Exception):
+    """``progress`` answered False: the clip or the part wanted changed, or the app is closing."""
+
 
 _model_lock = threading.Lock()
 _model = None
@@ -48,8 +55,11 @@ def _vad_model():
         return _model
 
 
-def speech_regions(samples: np.ndarray, sample_rate: int) -> list[tuple[int, int]]:
-    """(start, end) sample ranges (at ``sample_rate``) where Silero VAD hears speech."""
+def speech_regions(samples: np.ndarray, sample_rate: int,
+                   progress: Callable[[float], bool] | None = None) -> list[tuple[int, int]]:
+    """(start, end) sample ranges (at ``sample_rate``) where Silero VAD hears speech. ``progress``
+    is called with the percentage done (every 32 ms of audio); when it returns False the search
+    stops with ``SearchCancelled`` (a 15-minute clip takes tens of seconds)."""
     import torch
 
     from s2studio.audio.resample import resample
@@ -63,11 +73,24 @@ def speech_regions(samples: np.ndarray, sample_rate: int) -> list[tuple[int, int
     with _model_lock:  # the model keeps state between chunks: one clip at a time
         with torch.inference_mode():
             stamps = get_speech_timestamps(torch.from_numpy(np.ascontiguousarray(y, dtype=np.float32)), model,
-                                           sampling_rate=VAD_SAMPLE_RATE)
+                                           sampling_rate=VAD_SAMPLE_RATE,
+                                           progress_tracking_callback=_stopper(progress))
     scale = sample_rate / VAD_SAMPLE_RATE
     return [(min(len(x), int(s["start"] * scale)), min(len(x), int(s["end"] * scale))) for s in stamps]
 
 
-def propose_reference(samples: np.ndarray, sample_rate: int) -> Proposal | None:
+def _stopper(progress: Callable[[float], bool] | None):
+    if progress is None:
+        return None
+
+    def report(percent: float) -> None:
+        if not progress(percent):
+            raise SearchCancelled()
+
+    return report
+
+
+def propose_reference(samples: np.ndarray, sample_rate: int,
+                      progress: Callable[[float], bool] | None = None) -> Proposal | None:
     """Voice activity detection, then ``best_window``: the part of a long clip to keep."""
-    return best_window(samples, sample_rate, speech_regions(samples, sample_rate))
+    return best_window(samples, sample_rate, speech_regions(samples, sample_rate, progress))

@@ -104,3 +104,18 @@ def qtbot_left():
     from PySide6.QtCore import Qt
 
     return Qt.MouseButton.LeftButton
+
+
+def test_a_new_clip_stops_the_search_of_the_previous_one(
+        make_window, fast_settings, clone_dir, tmp_path, qtbot, long_clip_file):
+    window, panel = _window_with_clip(make_window, fast_settings, clone_dir, tmp_path, long_clip_file)
+    bench = panel.workbench
+    bench.find_best_part()
+    qtbot.waitUntil(lambda: "%" in bench.find_button.text(), timeout=60_000)  # progress is shown
+    short = tmp_path / "short.wav"
+    sf.write(short, np.zeros(3 * RATE, np.float32) + 0.01, RATE)
+    assert panel.load_reference_file(short)
+    assert bench.find_button.text() == "Find the best part" and bench.find_button.isEnabled()
+    assert bench.wait_idle(30_000)
+    qtbot.wait(50)
+    assert bench.last_proposal is None and panel.waveform.selection is None  # nothing from the old clip

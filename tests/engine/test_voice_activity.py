@@ -3,6 +3,7 @@ the golden reference clip's spoken second, repeated in a noisy, a clipped and a 
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from s2studio.audio import reference_check as rc
@@ -42,3 +43,18 @@ def test_loading_silero_leaves_the_engine_thread_count_alone(long_reference_clip
         assert torch.get_num_threads() == 2  # `import silero_vad` sets it to 1; put back
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_search_stops_when_progress_says_so(long_reference_clip):
+    seen = []
+
+    def progress(percent):
+        seen.append(percent)
+        return percent < 10  # "no longer wanted" a tenth of the way in
+
+    with pytest.raises(va.SearchCancelled):
+        va.propose_reference(long_reference_clip.samples, RATE, progress)
+    assert seen and seen[-1] >= 10 and max(seen) < 20  # it stopped there, not at the end
+    done = []
+    assert va.propose_reference(long_reference_clip.samples, RATE, lambda p: done.append(p) or True) is not None
+    assert done[-1] == pytest.approx(100, abs=1)

@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QObject, QRunnable, QThreadPool, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 
 from s2studio.app.widgets.wrapping_label import WrappingLabel
 from s2studio.audio import reference_check
-from s2studio.engine.voice_activity import propose_reference
+from s2studio.engine.voice_activity import SearchCancelled, propose_reference
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ FIND_LABEL = "Find the best part"
 class _Results(QObject):
     """Carries a task's answer to the UI thread (a queued signal)."""
 
-    done = Signal(str, int, object)  # kind ("check" | "find"), request number, result or Exception
+    done = Signal(str, int, object)  # kind ("check" | "find" | "progress"), request number, result or Exception
 
 
 class _Task(QRunnable):
@@ -39,6 +39,8 @@ class _Task(QRunnable):
     def run(self) -> None:
         try:
             answer = self.work()
+        except SearchCancelled:
+            return  # nobody waits for it any more
         except Exception as err:  # shown as one line in the panel; the details go to the log
             log.exception("reference %s failed", self.kind)
             answer = err
@@ -91,6 +93,9 @@ class ReferenceWorkbench(QWidget):
         self._check_timer.setInterval(CHECK_DELAY_MS)
         self._check_timer.timeout.connect(self._start_check)
         self._update_button()
+        app = QCoreApplication.instance()
+        if app is not None:  # quitting must not wait for a long search to finish
+            app.aboutToQuit.connect(self.cancel)
 
     # ---- inputs -----------------------------------------------------------------------------
     def set_clip(self, samples: np.ndarray | None) -> None:
@@ -121,8 +126,30 @@ class ReferenceWorkbench(QWidget):
         clip, rate = self._clip, self.sample_rate
         self.find_button.setText("Finding the best part…")
         self.find_button.setEnabled(False)
-        self.pool.start(_Task(self._results, "find", self._requests["find"],
-                              lambda: propose_reference(clip, rate)))
+        number, results = self._requests["find"], self._results
+        requests = self._requests
+
+        shown = [-1]
+
+        def progress(percent: float) -> bool:  # in the task's thread: report, and go on while wanted
+            if requests["find"] != number:
+                return False
+            if int(percent) != shown[0]:  # called every 32 ms of audio: tell the UI once a percent
+                shown[0] = int(percent)
+                try:
+                    results.done.emit("progress", number, percent)
+                except RuntimeError:  # the panel is gone
+                    return False
+            return True
+
+        self.pool.start(_Task(results, "find", number, lambda: propose_reference(clip, rate, progress)))
+
+    def cancel(self) -> None:
+        """Stop a running search (at its next 32 ms of audio) and forget pending checks."""
+        self._requests["find"] += 1
+        self._requests["check"] += 1
+        self._check_timer.stop()
+        self._update_button()
 
     def wait_idle(self, ms: int = -1) -> bool:
         """For tests and shutdown: wait for the running analyses (not from a task)."""
@@ -137,9 +164,11 @@ class ReferenceWorkbench(QWidget):
                               lambda: reference_check.check_clip(kept, rate)))
 
     def _on_done(self, kind: str, number: int, answer) -> None:
-        if number != self._requests[kind]:
+        if number != self._requests["find" if kind == "progress" else kind]:
             return  # about a clip or a part that has changed since
-        if kind == "find":
+        if kind == "progress":
+            self.find_button.setText(f"Finding the best part… {answer:.0f} %")
+        elif kind == "find":
             self._update_button()
             self._show_proposal(answer)
         else:

@@ -78,3 +78,42 @@ def _load_sound_server():
 sound_server_module = _load_sound_server()
 sound_server = sound_server_module.sound_server
 real_sounddevice = sound_server_module.real_sounddevice
+
+
+class LongReferenceClip:
+    """A 62 s clip made of real speech (the golden reference's spoken second, repeated): a noisy
+    part, silence, a clipped part, silence, a clean part (0.3 s pauses), silence. ``parts`` gives
+    each part's (start, end) in seconds."""
+
+    RATE = 44100
+
+    def __init__(self):
+        import numpy as np
+        import soundfile as sf
+
+        speech, rate = sf.read(pathlib.Path(__file__).parent / "data/golden/clone_f32_qknorm/reference.wav",
+                               dtype="float32")
+        assert rate == self.RATE
+        speech = speech[:rate]  # its spoken second
+
+        def repeated(times: int, pause: float):
+            gap = np.zeros(int(pause * rate), np.float32)
+            return np.concatenate([np.concatenate([speech, gap]) for _ in range(times)])
+
+        noisy = repeated(8, 0.4)
+        noisy = noisy + np.random.default_rng(0).standard_normal(len(noisy)).astype(np.float32) * 0.05  # -26 dBFS
+        clipped = np.clip(repeated(6, 0.4) * 4, -1, 1)
+        clean = repeated(14, 0.3)
+        silence = np.zeros(8 * rate, np.float32)
+        pieces = {"noisy": noisy, "gap1": silence, "clipped": clipped, "gap2": silence, "clean": clean,
+                  "gap3": silence}
+        self.parts, at = {}, 0
+        for name, piece in pieces.items():
+            self.parts[name] = (at / rate, (at + len(piece)) / rate)
+            at += len(piece)
+        self.samples = np.concatenate(list(pieces.values())).astype(np.float32)
+
+
+@pytest.fixture(scope="session")
+def long_reference_clip() -> LongReferenceClip:
+    return LongReferenceClip()

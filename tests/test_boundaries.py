@@ -47,10 +47,12 @@ FORBIDDEN = {
 ALLOWED = {("cli/__init__.py", "s2studio.app")}
 # What the front ends (app, CLI, server) may use of the engine: the engine interface and its value
 # types (api), the local engine (pipeline), the take's torch-free text helpers (take), sampling
-# parameters, the voice library, the documented ranges and modes, and the process thread count.
+# parameters, the voice library, the documented ranges and modes, the process thread count, and
+# voice activity detection (the reference workbench's "Find the best part": Silero VAD needs torch).
 # Never the model, the codec or the kernels: those are engine internals.
 PUBLIC_ENGINE = ("s2studio.engine.api", "s2studio.engine.pipeline", "s2studio.engine.take", "s2studio.engine.params",
-                 "s2studio.engine.voices", "s2studio.engine.limits", "s2studio.engine.modes", "s2studio.engine.threads")
+                 "s2studio.engine.voices", "s2studio.engine.limits", "s2studio.engine.modes", "s2studio.engine.threads",
+                 "s2studio.engine.voice_activity")
 # Developer commands that work below the take on purpose: `s2studio encode/decode` run the codec
 # alone (no transformer loaded) and `s2studio trace` dumps the model's internals for the golden
 # comparisons.

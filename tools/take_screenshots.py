@@ -5,7 +5,7 @@ sentence, and the takes found again after a restart) into docs/screenshots, from
     Xvfb :99 -screen 0 1280x800x24 &  DISPLAY=:99 python tools/take_screenshots.py [name ...]
 
 Names (default: all): first-run idle-with-voice generating error speakers voice-library high-dpi
-per-sentence history-after-restart studio studio-200.
+per-sentence history-after-restart studio studio-200 reference-workbench.
 "high-dpi" and "studio-200" run themselves again with QT_SCALE_FACTOR=2 (the factor must be set
 before Qt starts). "studio": the studio with a take at 1180x760 and 1280x720, light and dark;
 "studio-200": the same at 200 % (needs a 2560x1600 screen).
@@ -17,7 +17,7 @@ import os, sys, shutil, subprocess, tempfile, time
 from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]; sys.path.insert(0, str(ROOT))
 ALL = ("first-run", "idle-with-voice", "generating", "error", "speakers", "voice-library", "high-dpi",
-       "per-sentence", "history-after-restart", "book", "studio", "studio-200")
+       "per-sentence", "history-after-restart", "book", "studio", "studio-200", "reference-workbench")
 WANTED = set(sys.argv[1:]) or set(ALL)
 SCALED = {"high-dpi", "studio-200"}
 if WANTED & SCALED and os.environ.get("QT_SCALE_FACTOR") != "2":
@@ -259,4 +259,23 @@ if "book" in WANTED:  # the Book view: an imported manuscript, a cast, a pronunc
     w.book_view.tabs.setCurrentIndex(1); wait(300)
     shot(w, "book-cast.png")
     w.close()
+if "reference-workbench" in WANTED:  # a long clip (noisy, clipped, clean parts) and its best part found
+    import numpy as np
+    import soundfile as sf
+    spoken = ref[:44100]
+    def repeated(times, pause):
+        return np.concatenate([np.concatenate([spoken, np.zeros(int(pause * 44100), np.float32)]) for _ in range(times)])
+    noisy = repeated(8, 0.4)
+    noisy = noisy + np.random.default_rng(0).standard_normal(len(noisy)).astype(np.float32) * 0.05
+    silence = np.zeros(8 * 44100, np.float32)
+    long_clip = np.concatenate([noisy, silence, np.clip(repeated(6, 0.4) * 4, -1, 1), silence, repeated(14, 0.3)])
+    clip_path = scratch / "interview.wav"
+    sf.write(clip_path, long_clip, 44100)
+    clip_path.with_suffix(".txt").write_text("What the whole interview says, word for word.", encoding="utf-8")
+    w = MainWindow(s, host.worker); w.resize(1180, 760); w.show(); wait(300)
+    w.voice_panel.load_reference_file(clip_path)
+    w.voice_panel.workbench.find_best_part()
+    until(lambda: w.voice_panel.workbench.last_proposal is not None)
+    until(lambda: w.voice_panel.workbench.last_check is not None); wait(300)
+    shot(w, "reference-workbench.png"); w.close()
 host.shutdown()

@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 
 from s2studio.app.audio_service import AudioService
 from s2studio.app.widgets.level_meter import LevelMeter
+from s2studio.app.widgets.reference_workbench import ReferenceWorkbench
 from s2studio.app.widgets.waveform import WaveformView
 from s2studio.app.widgets.wrapping_label import WrappingLabel
 from s2studio.audio import (
@@ -46,6 +47,7 @@ from s2studio.audio import (
     read_audio,
     validate_reference,
 )
+from s2studio.audio.reference_check import level_reference
 from s2studio.errors import S2Error
 from s2studio.engine.voices import VoiceLibrary
 
@@ -158,6 +160,11 @@ class VoicePanel(QWidget):
         row.addWidget(self.play_button)
         row.addWidget(self.region_label, 1)
         rb.addLayout(row)
+        # "Find the best part" and the checks of the part kept (clipping, noise floor, loudness)
+        self.workbench = ReferenceWorkbench(CODEC_SAMPLE_RATE)
+        self.workbench.proposal.connect(lambda start, end: self.waveform.set_selection((start, end)))
+        self.workbench.problem.connect(lambda message: self.problem.emit(message, CLIP))
+        rb.addWidget(self.workbench)
         rb.addWidget(QLabel("Transcript (exactly what is said in the clip):"))
         self.transcript = QPlainTextEdit()
         self.transcript.setMaximumHeight(70)
@@ -356,7 +363,7 @@ class VoicePanel(QWidget):
             self.waveform.set_selection((0, int(limit * CODEC_SAMPLE_RATE)))
             self.notice.emit(f"The clip is {seconds:.0f} s long; a reference can be at most {limit:g} s. The first "
                              f"{limit:g} s are selected: drag on the waveform to keep another part "
-                             "(5–30 s works best).")
+                             "(5–30 s works best), or press “Find the best part”.")
         elif seconds < SHORT_REFERENCE_SECONDS:
             self.notice.emit(f"The clip is only {seconds:.1f} s long; 5–30 s of clear speech is recommended, "
                              "or the cloned voice may sound little like it.")
@@ -369,6 +376,7 @@ class VoicePanel(QWidget):
         self._reference = np.asarray(samples, np.float32)
         self._reference_label = label
         self.waveform.set_audio(self._reference, CODEC_SAMPLE_RATE)
+        self.workbench.set_clip(self._reference)
         self.transcript.setPlainText(transcript)  # for the whole clip, the part kept now
         self._transcript_region = self._kept_range()
         self._mark_transcript_review(False)
@@ -395,6 +403,7 @@ class VoicePanel(QWidget):
             return
         total = len(self._reference) / CODEC_SAMPLE_RATE
         kept = len(self.kept_region()) / CODEC_SAMPLE_RATE
+        self.workbench.set_kept(self.kept_region())
         if kept <= DEFAULT_MAX_REFERENCE_SECONDS:
             self.problem_gone.emit(CLIP)  # e.g. "the part kept is too long": trimmed now
         if self.transcript.toPlainText().strip() and self._kept_range() != self._transcript_region:
@@ -417,6 +426,8 @@ class VoicePanel(QWidget):
         except S2Error as err:
             self.problem.emit(str(err), CLIP)
             return
+        # levelled to the reference loudness (see reference_check; the panel's note says by how much)
+        region = level_reference(region, CODEC_SAMPLE_RATE)
         name = self.name_edit.text().strip() or self._reference_label.rsplit(".", 1)[0] or "voice"
         replace_id = None
         while (existing := self._voice_named(name)) is not None:

@@ -23,22 +23,43 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 MAX_CLIENT_RSS_MB = 600  # the CLI's own footprint is ~150 MB; main grew past 1 GB on an endless stream
 
 
+# The child reports its own peak RSS (VmHWM of its own memory map) when it exits. Not the
+# rusage of wait4: on Linux a child's ru_maxrss starts at its parent's RSS at fork time, so in a
+# full test run, where this process holds loaded models, every child "peaked" at gigabytes.
+_REPORT_PEAK = (
+    "import atexit, runpy, sys\n"
+    "def report():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            open(out, 'w').write(line.split()[1])\n"
+    "out = sys.argv[1]\n"
+    "atexit.register(report)\n"
+    "sys.argv = ['s2studio', *sys.argv[2:]]\n"
+    "runpy.run_module('s2studio', run_name='__main__')\n"
+)
+
+
 def synth_rusage(*args: str, timeout: float = 120.0) -> tuple[int, str, float]:
     """(exit status, stderr, the child's own peak RSS in MB) of ``s2studio synth --no-progress *args``."""
+    import tempfile
+
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "s2studio", "synth", "--no-progress", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    killer = threading.Timer(timeout, proc.kill)
-    killer.start()
-    try:
-        stderr = proc.stderr.read()  # until the child exits (or is killed)
-        _, status, usage = os.wait4(proc.pid, 0)  # wait4: this child's rusage, not every child's
-    finally:
-        killer.cancel()
-        proc.stderr.close()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.returncode != -9, f"synth {' '.join(args)} still ran after {timeout} s"
-    return proc.returncode, stderr.decode("utf-8", "replace"), usage.ru_maxrss / 1024
+    with tempfile.TemporaryDirectory() as folder:
+        peak_file = os.path.join(folder, "peak-kb")
+        proc = subprocess.Popen([sys.executable, "-c", _REPORT_PEAK, peak_file, "synth", "--no-progress", *args],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        killer = threading.Timer(timeout, proc.kill)
+        killer.start()
+        try:
+            stderr = proc.stderr.read()  # until the child exits (or is killed)
+            proc.wait()
+        finally:
+            killer.cancel()
+            proc.stderr.close()
+        assert proc.returncode != -9, f"synth {' '.join(args)} still ran after {timeout} s"
+        with open(peak_file) as fh:
+            peak_kb = int(fh.read())
+    return proc.returncode, stderr.decode("utf-8", "replace"), peak_kb / 1024
 
 
 @pytest.mark.parametrize("mode, problem", [

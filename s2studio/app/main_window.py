@@ -192,7 +192,7 @@ class MainWindow(QMainWindow):
         self.book_view.back_requested.connect(self.show_studio)
         self.book_view.import_requested.connect(self.import_book_dialog)
         self.book.opened.connect(self._on_book_opened)
-        self.pages.addWidget(self.book_view)
+        self.pages.addWidget(scrollable(self.book_view))  # scrolls, as the studio does, on a small screen
         self.setCentralWidget(self.pages)
         self._build_menus()
         self._build_shortcuts()

@@ -156,6 +156,13 @@ class PlaybackSource(Protocol):
         """Exactly ``frames`` float32 samples; zeros where there is nothing to play. Never blocks."""
 
 
+def stream_lost(stream) -> bool:
+    """The stream died under us: the device was unplugged or the sound server went away.
+    PortAudio marks such a stream inactive (its callback is never called again); a stream we
+    stopped ourselves is None, so this is never true after ``stop()``."""
+    return stream is not None and not stream.active
+
+
 class OutputPlayer:
     """Plays a :class:`PlaybackSource` on an output device (mono, float32)."""
 
@@ -193,11 +200,7 @@ class OutputPlayer:
 
     @property
     def device_lost(self) -> bool:
-        """The stream died under us: the device was unplugged or the sound server went away.
-        PortAudio marks such a stream inactive (its callback is never called again); a stream we
-        stopped ourselves is None here, so this is never true after ``stop()``."""
-        stream = self._stream
-        return stream is not None and not stream.active
+        return stream_lost(self._stream)
 
     @property
     def latency_seconds(self) -> float:
@@ -273,11 +276,7 @@ class Recorder:
 
     @property
     def device_lost(self) -> bool:
-        """The stream died under us: the device was unplugged or the sound server went away.
-        PortAudio marks such a stream inactive (its callback is never called again); a stream we
-        stopped ourselves is None here, so this is never true after ``stop()``."""
-        stream = self._stream
-        return stream is not None and not stream.active
+        return stream_lost(self._stream)
 
 
     @property

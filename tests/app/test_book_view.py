@@ -8,12 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QApplication
 
 from s2studio.app import book_controller as bc
 from s2studio.book import SentenceRef
+from tests.app.drag_and_drop import drop_file
 
 MANUSCRIPT = """# The Test Book
 
@@ -33,19 +31,6 @@ def _book_file(tmp_path: Path) -> Path:
     path = tmp_path / "book.md"
     path.write_text(MANUSCRIPT, encoding="utf-8")
     return path
-
-
-def drop_file(widget, path):
-    """What a real drag does: DragEnter (accepted, else Qt never delivers the drop), then Drop."""
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(path))])
-    enter = QDragEnterEvent(QPoint(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
-                            Qt.KeyboardModifier.NoModifier)
-    QApplication.sendEvent(widget, enter)
-    assert enter.isAccepted(), "the window refused the dragged book"
-    drop = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
-                      Qt.KeyboardModifier.NoModifier)
-    QApplication.sendEvent(widget, drop)
 
 
 def _window(make_window, fast_settings, tts_model, **overrides):

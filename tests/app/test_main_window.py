@@ -6,26 +6,12 @@ import time
 
 import numpy as np
 import soundfile as sf
-from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+
+from PySide6.QtCore import Qt
 
 from s2studio.app.heartbeat import EventLoopHeartbeat
+from tests.app.drag_and_drop import drop_file
 from s2studio.app.main_window import STUDIO_PAGE, WELCOME_PAGE
-
-
-def drop_file(widget, path):
-    """What a real drag does: DragEnter (must be accepted, else Qt never delivers the drop), then Drop."""
-    from PySide6.QtWidgets import QApplication
-
-    mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(path))])
-    enter = QDragEnterEvent(QPoint(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
-                            Qt.KeyboardModifier.NoModifier)
-    QApplication.sendEvent(widget, enter)
-    assert enter.isAccepted(), "the window refused the dragged audio file"
-    drop = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
-                      Qt.KeyboardModifier.NoModifier)
-    QApplication.sendEvent(widget, drop)
 
 
 def test_window_appears_without_importing_torch(make_window):

@@ -46,7 +46,8 @@ from s2studio.engine.params import GenerationParams
 log = logging.getLogger(__name__)
 
 # Takes per step: the Fast-AR's first call has 2 rows per take, and the quantized GEMV kernels
-# take at most MAX_KERNEL_ROWS activation rows (more would fall back to dequantize + GEMM).
+# take at most MAX_KERNEL_ROWS activation rows per call (more rows: more calls, each reading
+# every weight again).
 MAX_BATCH = MAX_KERNEL_ROWS // 2
 
 _END = object()  # posted to a take's queue after its last frame

@@ -12,7 +12,7 @@ itself (the OS shares them with its page cache), and nothing is dequantized at l
   torch's float32 GEMM (as the float16 path does);
 - embedding lookups: only the requested rows are dequantized.
 
-Why float32 and not bfloat16 for the prefill: s2.cpp multiplies by the exact values the file
+Why float32 and not bfloat16 for the exact prefill: s2.cpp multiplies by the exact values the file
 holds, and bfloat16 (8 significant bits) holds none of them exactly. A value q*d (q an integer,
 d the block's float16 scale) rounds by up to |q|/256 of a quantization step d: half a step for
 Q8_0 (|q| <= 128), as coarse as the file itself; 1/8 step for Q6_K; and for the K-quants with a

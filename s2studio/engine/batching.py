@@ -3,8 +3,9 @@
 A decode step reads every weight of the Slow-AR and the Fast-AR to compute a few rows; on the
 CPU that read, not the arithmetic, is the cost, so B takes stepped together cost little more
 than one (docs/performance.md, "Many requests at once"). ``FrameBatcher`` runs a driver thread
-that, between frames, admits one waiting take (its prefill runs alone: prompts differ in
-length), then runs one batched step — Slow-AR for every take at its own position in its own
+that, between frames, admits the waiting takes (as many as the batch has room for; their
+prompts evaluated together, each at its own positions: ``DualAR.forward_slow_many``), then runs
+one batched step — Slow-AR for every take at its own position in its own
 KV cache, then the Fast-AR's codebooks for all — and hands each take its frame. Takes leave
 the batch when they end, are cancelled, or their consumer stops reading.
 
@@ -40,7 +41,8 @@ import torch
 from s2studio.engine.kernels.common import MAX_KERNEL_ROWS
 from s2studio.engine.model.dual_ar import DualAR
 from s2studio.engine.model.generate import Frame, FrameSampler, GenerationStats
-from s2studio.engine.model.prefix_cache import PrefixCache, prefill_prompt
+from s2studio.engine.model.prefix_cache import PrefixCache, prefill_prefix
+from s2studio.engine.model.transformer import FFN_BLOCK_ROWS
 from s2studio.engine.params import GenerationParams
 
 log = logging.getLogger(__name__)
@@ -114,6 +116,7 @@ class FrameBatcher:
         self.steps = 0  # batched steps run (for tests and benchmarks)
         self.largest_batch = 0
         self.side_jobs = 0  # between_steps calls run by the driver
+        self.largest_prefill = 0  # most takes whose prompts were evaluated in one call
 
     @property
     def active(self) -> int:
@@ -200,7 +203,9 @@ class FrameBatcher:
                 if not self._waiting and not self._active and not self._side:
                     self._thread = None  # idle: the thread ends; the next take starts another
                     return
-                admit = self._waiting.popleft() if self._waiting and len(self._active) < self.max_batch else None
+                admit = []
+                while self._waiting and len(self._active) + len(admit) < self.max_batch:
+                    admit.append(self._waiting.popleft())
                 running = list(self._active)
                 side = list(self._side)
                 self._side.clear()
@@ -208,30 +213,71 @@ class FrameBatcher:
                 for job in side:
                     job.run()
                 self.side_jobs += len(side)
-                if admit is not None:
+                if admit:
                     self._prefill(admit)
                 if running:
                     self._step(running)
 
-    def _prefill(self, take: _Take) -> None:
-        s, model = take.sampler, self.model
-        if take.gone() or s.cancelled():
-            s.stats.stop_reason = "cancelled"
-            take.finish()
-            return
+    def _prefill(self, takes: list[_Take]) -> None:
+        """The prompts of takes joining the batch: each voice prefix first (computed, or copied
+        from the prefix cache), then the rests together, in groups of at most ``FFN_BLOCK_ROWS``
+        rows (what a prompt alone runs at once): each take's numbers are its own prefill's."""
+        model = self.model
+        ready: list[tuple[_Take, torch.Tensor, float]] = []
+        for take in takes:
+            s = take.sampler
+            if take.gone() or s.cancelled():
+                s.stats.stop_reason = "cancelled"
+                take.finish()
+                continue
+            try:
+                t0 = time.perf_counter()
+                take.cache = model.make_cache(*s.cache_size(take.tokens.shape[1]))
+                rest = prefill_prefix(model, take.tokens, take.prefix_len, take.cache, self.prefix_cache)
+                ready.append((take, rest, time.perf_counter() - t0))
+            except Exception as exc:  # the take's consumer raises it; the others go on
+                take.cache = None
+                take.out.put(exc)
+        groups: list[list] = []
+        for item in ready:
+            rows = item[1].shape[1]
+            if groups and rows <= FFN_BLOCK_ROWS and sum(r.shape[1] for _, r, _ in groups[-1]) + rows <= FFN_BLOCK_ROWS:
+                groups[-1].append(item)
+            else:
+                groups.append([item])
+        for group in groups:
+            self._prefill_rests(group)
+
+    def _prefill_rests(self, group: list[tuple[_Take, torch.Tensor, float]]) -> None:
+        model = self.model
         try:
             t0 = time.perf_counter()
-            take.cache = model.make_cache(*s.cache_size(take.tokens.shape[1]))
-            hidden = prefill_prompt(model, take.tokens, take.prefix_len, take.cache, self.prefix_cache)
-            s.take_hidden(hidden, model.sampled_logits(hidden, self.im_end_id))
-            s.stats.prefill_s = time.perf_counter() - t0
-        except Exception as exc:  # the take's consumer raises it; the others go on
-            take.cache = None
-            take.out.put(exc)
+            if len(group) == 1:
+                take, rest, _ = group[0]
+                hidden = model.forward_slow(rest, cache=take.cache)[None]
+            else:
+                hidden = model.forward_slow_many([rest for _, rest, _ in group], [t.cache for t, _, _ in group])
+            shared = time.perf_counter() - t0
+            self.largest_prefill = max(self.largest_prefill, len(group))
+        except Exception as exc:  # every take of the group gets the error; the batcher goes on
+            log.exception("batched prefill failed")
+            for take, _, _ in group:
+                take.cache = None
+                take.out.put(exc)
             return
-        take.tokens = None
+        joining = []
+        for i, (take, _, own) in enumerate(group):
+            try:  # its first token drawn (a non-finite logit is this take's error alone)
+                take.sampler.take_hidden(hidden[i], model.sampled_logits(hidden[i], self.im_end_id))
+            except Exception as exc:
+                take.cache = None
+                take.out.put(exc)
+                continue
+            take.sampler.stats.prefill_s = own + shared
+            take.tokens = None
+            joining.append(take)
         with self._cond:
-            self._active.append(take)
+            self._active.extend(joining)
 
     def _step(self, running: list[_Take]) -> None:
         """One frame for each running take, then the Slow-AR step of those that go on."""

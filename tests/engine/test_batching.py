@@ -123,7 +123,7 @@ def test_batched_equals_alone_on_quantized_kernels(make_tiny_model, quant):
     """The GEMV kernels (Q8_0 and Q4_K on the C integer kernels where they are built, else
     numba) get all the batch's rows in one call (each weight read once)."""
     q_path, _ = make_tiny_model("--seed", "5", *WIDE, quant=quant)
-    model = load_dual_ar(q_path)[0]
+    model = load_dual_ar(q_path, dtype="quantized")[0]
     w = model.w.slow.layers[0].wqkv
     assert isinstance(w, QuantMatrix) and w.int_dot == intdot.available()  # the C path, where built
     takes = takes_for(TTS_PROMPT)
@@ -138,7 +138,7 @@ def test_batched_equals_alone_on_quantized_kernels(make_tiny_model, quant):
 def test_quantized_gemv_rows_are_independent(make_tiny_model, quant):
     """linear_grouped's premise: a kernel row computed among B rows equals it computed alone."""
     q_path, _ = make_tiny_model("--seed", "5", *WIDE, quant=quant)
-    w = load_dual_ar(q_path)[0].w.slow.layers[0].w1
+    w = load_dual_ar(q_path, dtype="quantized")[0].w.slow.layers[0].w1
     assert w.int_dot == intdot.available()
     x = torch.randn(16, w.shape[1], generator=torch.Generator().manual_seed(0))
     for b in (2, 3, 8, 16):
@@ -262,7 +262,7 @@ def test_eight_takes_with_a_voice_prefix_equal_alone(make_tiny_model, quant):
     from s2studio.engine.model.prefix_cache import PrefixCache
 
     q_path, _ = make_tiny_model("--seed", "5", *WIDE, quant=quant)
-    model = load_dual_ar(q_path)[0]
+    model = load_dual_ar(q_path, dtype="quantized")[0]
     prefix_len = int(np.flatnonzero(CLONE_PROMPT[0] == IM_END)[0]) + 2  # the system turn's end
     prompts = [CLONE_PROMPT[:, :CLONE_PROMPT.shape[1] - (i % 3)] for i in range(MAX_BATCH)]
     gps = [params(6 + i % 3, seed=60 + i, temperature=0.0 if i == 3 else 0.9) for i in range(MAX_BATCH)]
@@ -282,6 +282,7 @@ def test_eight_takes_with_a_voice_prefix_equal_alone(make_tiny_model, quant):
     for t in threads:
         t.join(300)
     assert batcher.largest_batch >= MAX_BATCH - 2  # (a take's prefill runs between steps)
+    assert batcher.largest_prefill >= 3  # takes that arrived together: their prompts in one call
     for i in range(MAX_BATCH):
         np.testing.assert_array_equal(got[i], want[i], err_msg=f"take {i}")
     s = cache.stats()
@@ -338,3 +339,30 @@ def test_pipeline_decodes_batched_audio_between_steps(clone_pipeline):
         t.join(300)
     assert all(job.result is not None and not job.result.cancelled for job in jobs)
     assert clone_pipeline._batcher.side_jobs > before  # chunks decoded by the driver, between steps
+
+
+@pytest.mark.parametrize("case", ["tts_f32", "q8_0"])
+def test_prompts_evaluated_together_equal_alone(case, make_tiny_model):
+    """``forward_slow_many``: several prompts of different lengths, each at its own cache's
+    positions, in one pass: each hidden state and each cache is exactly its own prefill's
+    (float32 weights: applied per prompt; Q8_0: the integer kernels, all rows in one call)."""
+    if case == "q8_0":
+        model = load_dual_ar(make_tiny_model("--seed", "5", *WIDE, quant="q8_0")[0], dtype="quantized")[0]
+    else:
+        model = golden_model(case)
+    prompts = [torch.from_numpy(np.ascontiguousarray(TTS_PROMPT[:, :TTS_PROMPT.shape[1] - k], dtype=np.int64))
+               for k in (0, 7, 3)]
+    want, want_caches = [], []
+    for p in prompts:
+        cache = model.make_cache(p.shape[1] + 4)
+        want.append(model.forward_slow(p, cache=cache))
+        want_caches.append(cache)
+    caches = [model.make_cache(p.shape[1] + 4) for p in prompts]
+    got = model.forward_slow_many(prompts, caches)
+    for i in range(len(prompts)):
+        assert torch.equal(got[i], want[i]), f"prompt {i}"
+        n = prompts[i].shape[1]
+        assert caches[i].n_past == n
+        for layer in range(len(caches[i].k)):
+            assert torch.equal(caches[i].k[layer][:, :n], want_caches[i].k[layer][:, :n])
+            assert torch.equal(caches[i].v[layer][:, :n], want_caches[i].v[layer][:, :n])

@@ -74,3 +74,30 @@ def test_float16_prefill_is_a_float32_gemm_on_the_exact_weights(monkeypatch):
     assert got.dtype == torch.float32 and got.shape == (x.shape[0], 23)
     # float32 summation only; the bfloat16 GEMM was ~4e-3 off (relative).
     assert (got.double() - want).abs().max() <= 1e-6 * want.abs().max()
+
+
+@pytest.mark.parametrize("prefill", ["int", "exact"])
+def test_quantized_prefill_paths_keep_the_file_precision(retyped, prefill):
+    """Q8_0 weights kept quantized: the prompt through the integer kernels (the default: int16
+    activations, 16 rows a call) or dequantized to float32 (``exact``) stays as close to the
+    float32 engine on the same exact weights as the bound above."""
+    from s2studio.engine.kernels import backend, intdot
+    from s2studio.engine.kernels.backend import KernelSettings
+    from s2studio.engine.kernels.qmatrix import QuantMatrix
+
+    if prefill == "int" and not intdot.available():
+        pytest.skip("the C integer kernels are not built here")
+    q_path, ref_path = retyped("clone_f32_qknorm", "q8_0")
+    dumps = GOLDEN / "clone_f32_qknorm" / "dumps"
+    prompt, codes, main = (np.load(dumps / f"{n}.npy") for n in ("prompt_tokens", "codes", "main_tokens"))
+    mq, _ = load_dual_ar(q_path, dtype="quantized")
+    mr, _ = load_dual_ar(ref_path)
+    w = mq.w.slow.layers[0].wqkv
+    assert isinstance(w, QuantMatrix)
+    with backend.configured(KernelSettings(prefill=prefill)):
+        assert w.rows_independent() == (prefill == "int")
+        tq = teacher_forced_trace(mq, prompt, codes, main)
+    tr = teacher_forced_trace(mr, prompt, codes, main)
+    for name in ("slow_logits", "fast_logits"):
+        err = float(np.abs(tq[name] - tr[name]).max())
+        assert err <= LOGIT_ATOL, (name, err)

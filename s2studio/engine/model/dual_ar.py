@@ -18,8 +18,8 @@ import torch
 
 from s2studio.engine.model.config import ModelConfig
 from s2studio.errors import InputError
-from s2studio.engine.model.transformer import (BatchedContext, DynamicContext, KVCache, LayerContext, RopeTable,
-                                              Sequence, linear, linear_grouped, rms_norm, run_stack)
+from s2studio.engine.model.transformer import (FFN_BLOCK_ROWS, BatchedContext, DynamicContext, KVCache,
+                                              LayerContext, RopeTable, Sequence, linear, linear_grouped, rms_norm, run_stack)
 from s2studio.engine.kernels.qmatrix import QuantMatrix
 from s2studio.engine.model.weights import DualARWeights
 
@@ -134,6 +134,26 @@ class DualAR:
                 raise RuntimeError(f"KV cache full ({cache.limit} positions)")
         ctx = BatchedContext(self.slow_rope, [Sequence(cache.n_past, 1, cache) for cache in caches])
         return self.final_norm(run_stack(self.embed(torch.cat(columns, dim=1)), self.w.slow, ctx))
+
+    @torch.no_grad()
+    def forward_slow_many(self, prompts: list[torch.Tensor], caches: list[KVCache]) -> torch.Tensor:
+        """Several requests' prompts (int64 (C+1, n_i)), each at the next positions of its own
+        cache, in one pass over the weights (several takes starting together). Each request's
+        result is exactly what :meth:`forward_slow` gives it alone, provided no prompt is longer
+        than ``FFN_BLOCK_ROWS`` (a longer one's FFN runs in blocks alone: run it alone).
+        Returns the final-norm hidden states of each prompt's last position (B, dim)."""
+        seqs = []
+        for tokens, cache in zip(prompts, caches):
+            n = tokens.shape[1]
+            if n > FFN_BLOCK_ROWS:
+                raise ValueError(f"a prompt of {n} positions is evaluated alone (more than {FFN_BLOCK_ROWS})")
+            if not cache.reserve(cache.n_past + n):
+                raise RuntimeError(f"KV cache full ({cache.limit} positions)")
+            seqs.append(Sequence(cache.n_past, n, cache))
+        ctx = BatchedContext(self.slow_rope, seqs)
+        x = run_stack(self.embed(torch.cat(prompts, dim=1)), self.w.slow, ctx)
+        last = np.cumsum([s.n for s in seqs]) - 1
+        return self.final_norm(x[torch.from_numpy(last)])
 
     @torch.no_grad()
     def full_logits(self, hidden: torch.Tensor) -> torch.Tensor:

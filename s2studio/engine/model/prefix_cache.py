@@ -146,9 +146,17 @@ def prefill_prompt(model, tokens: torch.Tensor, prefix_len: int, cache: KVCache,
     hidden state of the last position. With a voice prefix (0 < ``prefix_len`` < L) the prompt
     runs in two calls, the prefix (or its copy from ``prefix_cache``) then the rest: the same
     numbers with the cache on or off (module docstring)."""
+    return model.forward_slow(prefill_prefix(model, tokens, prefix_len, cache, prefix_cache), cache=cache)
+
+
+def prefill_prefix(model, tokens: torch.Tensor, prefix_len: int, cache: KVCache,
+                   prefix_cache: PrefixCache | None) -> torch.Tensor:
+    """The first of :func:`prefill_prompt`'s calls: the voice prefix of ``tokens`` computed
+    into ``cache`` (empty), or copied there from ``prefix_cache``. Returns what is left to
+    evaluate in the second call (all of ``tokens`` when there is no voice prefix)."""
     n = tokens.shape[1]
     if not 0 < prefix_len < n:
-        return model.forward_slow(tokens, cache=cache)
+        return tokens
     prefix = tokens[:, :prefix_len]
     use_cache = prefix_cache is not None and prefix_cache.enabled
     key = prefix_cache.key(model, prefix) if use_cache else b""
@@ -156,4 +164,4 @@ def prefill_prompt(model, tokens: torch.Tensor, prefix_len: int, cache: KVCache,
         model.forward_slow(prefix, cache=cache)
         if use_cache:
             prefix_cache.store(key, cache)
-    return model.forward_slow(tokens[:, prefix_len:], cache=cache)
+    return tokens[:, prefix_len:]

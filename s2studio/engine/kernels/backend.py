@@ -14,8 +14,9 @@ shared among threads, and its instruction-set level), a process-wide setting: th
 share one thread pool and compiled code. ``configure`` sets it (tests: ``configured`` for a
 block); until then it is read once, at first use, from the environment variables that used to
 select it at import: ``S2_INT_DOT`` (2 precise, 1 one int8 plane, 0 numba) and
-``S2_GEMV_SCHEDULE`` (dynamic, static), so A/B runs of a benchmark keep working, and
-``S2_KERNEL_LEVEL`` (best, or a level this CPU offers, e.g. avx2 or avxvnni). ``describe`` is the line the loader logs
+``S2_GEMV_SCHEDULE`` (dynamic, static), so A/B runs of a benchmark keep working,
+``S2_KERNEL_LEVEL`` (best, or a level this CPU offers, e.g. avx2 or avxvnni), and
+``S2_ATTENTION`` (c, torch: the decode attention kernel, ``attention``). ``describe`` is the line the loader logs
 and ``s2studio --self-test`` prints.
 """
 
@@ -29,7 +30,7 @@ from enum import Enum
 from typing import Iterable, Iterator, Mapping
 
 from s2studio.engine.kernels import common as kcommon
-from s2studio.engine.modes import GemvSchedule, IntDot, KernelLevel
+from s2studio.engine.modes import AttentionKernel, GemvSchedule, IntDot, KernelLevel
 from s2studio.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 INT_DOT_ENV = "S2_INT_DOT"
 SCHEDULE_ENV = "S2_GEMV_SCHEDULE"
 LEVEL_ENV = "S2_KERNEL_LEVEL"
+ATTENTION_ENV = "S2_ATTENTION"
 
 
 @dataclass(frozen=True)
@@ -46,17 +48,20 @@ class KernelSettings:
     hold the GEMV up; static, equal shares, kept to measure the difference: docs/performance.md,
     "A busy machine"), and the C kernels' instruction set (``KernelLevel``: the best this CPU
     offers, or one forced; every level gives the outputs the tests bound, and avxvnni gives
-    avx2's bit for bit). Words are accepted and checked here, once; whether this CPU offers a
-    forced level is checked where it is applied (``configure``)."""
+    avx2's bit for bit), and the decode attention (``AttentionKernel``: the C kernel of
+    ``attention``, or torch's ops). Words are accepted and checked here, once; whether this CPU
+    offers a forced level is checked where it is applied (``configure``)."""
 
     int_dot: IntDot = IntDot.PRECISE
     schedule: GemvSchedule = GemvSchedule.DYNAMIC
     level: KernelLevel = KernelLevel.BEST
+    attention: AttentionKernel = AttentionKernel.C
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "int_dot", IntDot.parse(self.int_dot))
         object.__setattr__(self, "schedule", GemvSchedule.parse(self.schedule))
         object.__setattr__(self, "level", KernelLevel.parse(self.level))
+        object.__setattr__(self, "attention", AttentionKernel.parse(self.attention))
 
     @property
     def planes(self) -> int:
@@ -71,7 +76,7 @@ class KernelSettings:
         env = os.environ if environ is None else environ
         values = {}
         for field, var, mode in (("int_dot", INT_DOT_ENV, IntDot), ("schedule", SCHEDULE_ENV, GemvSchedule),
-                                 ("level", LEVEL_ENV, KernelLevel)):
+                                 ("level", LEVEL_ENV, KernelLevel), ("attention", ATTENTION_ENV, AttentionKernel)):
             word = env.get(var)
             if word is None or not word.strip():
                 continue
@@ -97,7 +102,7 @@ def configure(settings: KernelSettings | None = None) -> KernelSettings:
             _apply_level(chosen.level)
         except InputError as exc:
             log.warning("%s=%s ignored: %s", LEVEL_ENV, chosen.level.value, exc)
-            chosen = KernelSettings(chosen.int_dot, chosen.schedule)
+            chosen = KernelSettings(chosen.int_dot, chosen.schedule, attention=chosen.attention)
             _apply_level(chosen.level)
     else:
         chosen = settings

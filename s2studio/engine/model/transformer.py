@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from s2studio.engine.model.config import TransformerConfig
+from s2studio.engine.kernels import attention as attention_kernel
 from s2studio.engine.kernels import common as kcommon
 from s2studio.engine.kernels.qmatrix import QuantMatrix, prefill_linear
 from s2studio.engine.model.weights import LayerWeights, StackWeights, Weight
@@ -177,6 +178,12 @@ def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, cache: KVC
     keys up to their own position, as one causal call would.
     """
     h, n, hd = q.shape
+    if n == 1 and pos0 > 0 and cache is not None and q.device.type == "cpu":
+        # A decode step on the CPU: the C kernel (kernels.attention), one call for all heads;
+        # None where it does not apply (switched off, not built, a layout it does not take).
+        out = attention_kernel.decode(q, k_new, v_new, cache.k[layer], cache.v[layer], pos0)
+        if out is not None:
+            return out
     hkv = k_new.shape[0]
     g = h // hkv
     if block is None:
@@ -358,6 +365,9 @@ class BatchedContext(_HostPositions):
         return torch.cat([c for c, _ in tables]), torch.cat([s for _, s in tables])
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        out = self._attend_decode(layer, q, k, v)
+        if out is not None:
+            return out
         outs = []
         a = 0
         for s in self.seqs:
@@ -368,6 +378,20 @@ class BatchedContext(_HostPositions):
             s.cache.store(layer, s.pos0, ki, vi)
             a = b
         return torch.cat(outs)
+
+    def _attend_decode(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
+        """Every request one row past its cached positions, on the CPU: all of them in one C
+        call (kernels.attention.decode_batch), each row bit-identical to what ``attend`` gives
+        that request alone (the kernel computes each request apart, in the same order), then
+        each request's k/v stored. None: the per-request path."""
+        if q.device.type != "cpu" or any(s.n != 1 or s.pos0 < 1 for s in self.seqs):
+            return None
+        out = attention_kernel.decode_batch(q, k, v, [s.cache.k[layer] for s in self.seqs],
+                                            [s.cache.v[layer] for s in self.seqs], [s.pos0 for s in self.seqs])
+        if out is not None:
+            for i, s in enumerate(self.seqs):
+                s.cache.store(layer, s.pos0, k[:, i:i + 1], v[:, i:i + 1])
+        return out
 
     def commit(self) -> None:
         for s in self.seqs:

@@ -1,0 +1,107 @@
+"""Decode attention in C (``_attend.c``, built into the ``_qdot`` extension): the one-query-row
+case of ``transformer.attend`` (a decode step: the Slow-AR's step, the Fast-AR's codebooks
+2..9) for caches on the CPU, every head of every request of a step in one call.
+
+Why: at one query row attention is almost no bytes but ~15 small torch calls per layer, ~12 %
+of a frame alone and more in a batched step, where it was paid once per request
+(docs/performance.md, "Decode attention in C"). Not bit-identical to the torch path (another
+summation order and exp): tests/engine/test_attend_kernel.py bounds the difference; the
+golden greedy takes still match s2.cpp.
+
+Each (request, KV head) is one task computed by one thread in a fixed order, so a request's
+output does not depend on the thread count or on the other requests of a batch.
+
+Switch: ``backend.KernelSettings.attention`` (``S2_ATTENTION=torch`` turns it off); where the
+extension is not built, or for a shape it does not take, ``transformer.attend`` uses torch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from s2studio.engine.kernels import backend
+from s2studio.engine.modes import AttentionKernel
+
+try:
+    from s2studio.engine.kernels import _qdot
+except ImportError:  # no compiler at install time: intdot says why
+    _qdot = None
+
+_OK = _qdot is not None and hasattr(_qdot, "attend")
+FIELDS = _qdot.ATTEND_FIELDS if _OK else 9
+MAX_HEAD_DIM = _qdot.ATTEND_MAX_HEAD_DIM if _OK else 0
+_DTYPES = {torch.float32: 0, torch.float16: 1}
+
+
+def built() -> bool:
+    """The extension has the kernel (whatever the settings say)."""
+    return _OK
+
+
+def enabled() -> bool:
+    """Built and not switched off (``KernelSettings.attention``)."""
+    return _OK and backend.settings().attention == AttentionKernel.C
+
+
+def _cache_ok(kc: torch.Tensor, vc: torch.Tensor, hkv: int, hd: int, pos0: int) -> bool:
+    """A cache layer (Hkv, capacity, hd) the kernel reads: on the CPU, float32 or float16,
+    contiguous (as ``KVCache`` makes them), k and v alike, holding ``pos0`` positions."""
+    return (kc.dtype in _DTYPES and vc.dtype == kc.dtype and kc.device.type == "cpu"
+            and kc.is_contiguous() and vc.is_contiguous() and kc.shape == vc.shape
+            and kc.shape[0] == hkv and kc.shape[2] == hd and 0 < pos0 <= kc.shape[1])
+
+
+def _rows_ok(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor) -> bool:
+    """q (H, B, hd), k_new/v_new (Hkv, B, hd), float32 on the CPU; each request's q rows one
+    (H, hd) block (q is the transpose of a contiguous (B, H, hd), as ``layer_forward`` makes
+    it), k/v contiguous; hd within the kernel's limit and H a multiple of Hkv."""
+    h, b, hd = q.shape
+    return (q.dtype == torch.float32 and k_new.dtype == torch.float32 and v_new.dtype == torch.float32
+            and q.device.type == "cpu" and k_new.shape == v_new.shape and k_new.shape[1:] == (b, hd)
+            and 0 < hd <= MAX_HEAD_DIM and h % k_new.shape[0] == 0
+            and (b == 1 and q.is_contiguous() or q.stride() == (hd, h * hd, 1))
+            and k_new.is_contiguous() and v_new.is_contiguous())
+
+
+def decode(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, k_cache: torch.Tensor,
+           v_cache: torch.Tensor, pos0: int) -> torch.Tensor | None:
+    """One request's attention for one query row at position ``pos0`` (> 0) over positions
+    0..pos0-1 of ``k_cache``/``v_cache`` (Hkv, capacity, hd) plus its fresh k/v (q (H, 1, hd),
+    k_new/v_new (Hkv, 1, hd)): (1, H*hd) float32, head-major, as ``transformer.attend``
+    returns it. None where the kernel does not apply (switched off, not built, another device,
+    dtype or layout): then use torch."""
+    if not _OK or backend.settings().attention != AttentionKernel.C or not _rows_ok(q, k_new, v_new):
+        return None
+    h, _, hd = q.shape
+    hkv = k_new.shape[0]
+    if not _cache_ok(k_cache, v_cache, hkv, hd, pos0):
+        return None
+    out = torch.empty(1, h * hd, dtype=torch.float32)
+    rc = _qdot.attend(q.data_ptr(), k_new.data_ptr(), v_new.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
+                      out.data_ptr(), pos0, k_cache.stride(0), hd, h, hkv, hd, _DTYPES[k_cache.dtype])
+    return out if rc == 0 else None
+
+
+def decode_batch(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, k_caches: list[torch.Tensor],
+                 v_caches: list[torch.Tensor], pos0s: list[int]) -> torch.Tensor | None:
+    """:func:`decode` for B requests of a batched step, one row each (q (H, B, hd), k_new/v_new
+    (Hkv, B, hd): request i's is column i), each at its own position ``pos0s[i]`` of its own
+    cache layer, in one call: (B, H*hd), row i bit-identical to what :func:`decode` gives
+    request i alone (the kernel computes each (request, KV head) apart, in the same order).
+    None where the kernel does not apply to every request."""
+    if not _OK or backend.settings().attention != AttentionKernel.C or not _rows_ok(q, k_new, v_new):
+        return None
+    h, b, hd = q.shape
+    hkv = k_new.shape[0]
+    dtype = k_caches[0].dtype
+    if not all(kc.dtype == dtype and _cache_ok(kc, vc, hkv, hd, p) for kc, vc, p in zip(k_caches, v_caches, pos0s)):
+        return None
+    out = torch.empty(b, h * hd, dtype=torch.float32)
+    table = np.empty((b, FIELDS), np.int64)
+    qp, kp, vp, op = q.data_ptr(), k_new.data_ptr(), v_new.data_ptr(), out.data_ptr()
+    for i, (kc, vc, p) in enumerate(zip(k_caches, v_caches, pos0s)):
+        table[i] = (qp + 4 * i * h * hd, kp + 4 * i * hd, vp + 4 * i * hd, kc.data_ptr(), vc.data_ptr(),
+                    op + 4 * i * h * hd, p, kc.stride(0), b * hd)
+    rc = _qdot.attend_many(table.ctypes.data, b, h, hkv, hd, _DTYPES[dtype])
+    return out if rc == 0 else None

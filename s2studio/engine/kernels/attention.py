@@ -21,6 +21,8 @@ import numpy as np
 import torch
 
 from s2studio.engine.kernels import backend
+from s2studio.engine.kernels import common as kcommon
+from s2studio.engine.kernels import intdot  # noqa: F401  (gives numba's linker the extension's symbols)
 from s2studio.engine.modes import AttentionKernel
 
 try:
@@ -32,6 +34,38 @@ _OK = _qdot is not None and hasattr(_qdot, "attend")
 FIELDS = _qdot.ATTEND_FIELDS if _OK else 9
 MAX_HEAD_DIM = _qdot.ATTEND_MAX_HEAD_DIM if _OK else 0
 _DTYPES = {torch.float32: 0, torch.float16: 1}
+
+
+# Below this much work (cached positions x query heads x head size, summed over the requests)
+# one thread does it all: starting the pool's threads costs more than it saves. Above it the
+# tasks are shared (and the cache is read from memory by both cores: ~2x at long contexts).
+PARALLEL_MIN_WORK = 1 << 22
+
+_parallel = None
+if _OK and kcommon.numba is not None:
+    from numba import prange, types
+
+    _i64 = types.int64
+    _c_tasks = types.ExternalFunction("s2q_attend_tasks", types.void(*([_i64] * 8)))
+
+    def _parallel_py(table, n_seqs, h, hkv, hd, f16, workers):
+        """Every thread of the region claims (request, KV head) tasks from one counter."""
+        nxt = np.zeros(1, np.int64)
+        status = np.zeros(1, np.int64)
+        for _w in prange(workers):
+            _c_tasks(table.ctypes.data, n_seqs, h, hkv, hd, f16, nxt.ctypes.data, status.ctypes.data)
+        return status[0]
+
+    _parallel = kcommon._jit(_parallel_py)
+
+
+def _run(table: np.ndarray, n_seqs: int, h: int, hkv: int, hd: int, f16: int, work: int) -> int:
+    """The table's tasks on this thread, or shared by the kernels' threads when there is
+    enough work: the same bits either way (each task is computed whole by one thread)."""
+    workers = kcommon.numba.get_num_threads() if _parallel is not None else 1
+    if workers > 1 and work >= PARALLEL_MIN_WORK:
+        return int(_parallel(table, n_seqs, h, hkv, hd, f16, min(workers, n_seqs * hkv)))
+    return _qdot.attend_many(table.ctypes.data, n_seqs, h, hkv, hd, f16)
 
 
 def built() -> bool:
@@ -78,8 +112,14 @@ def decode(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, k_cache: t
     if not _cache_ok(k_cache, v_cache, hkv, hd, pos0):
         return None
     out = torch.empty(1, h * hd, dtype=torch.float32)
-    rc = _qdot.attend(q.data_ptr(), k_new.data_ptr(), v_new.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-                      out.data_ptr(), pos0, k_cache.stride(0), hd, h, hkv, hd, _DTYPES[k_cache.dtype])
+    f16 = _DTYPES[k_cache.dtype]
+    if pos0 * h * hd < PARALLEL_MIN_WORK or _parallel is None:  # the common case: no table
+        rc = _qdot.attend(q.data_ptr(), k_new.data_ptr(), v_new.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
+                          out.data_ptr(), pos0, k_cache.stride(0), hd, h, hkv, hd, f16)
+    else:
+        table = np.array([[q.data_ptr(), k_new.data_ptr(), v_new.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
+                           out.data_ptr(), pos0, k_cache.stride(0), hd]], np.int64)
+        rc = _run(table, 1, h, hkv, hd, f16, pos0 * h * hd)
     return out if rc == 0 else None
 
 
@@ -103,5 +143,5 @@ def decode_batch(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, k_ca
     for i, (kc, vc, p) in enumerate(zip(k_caches, v_caches, pos0s)):
         table[i] = (qp + 4 * i * h * hd, kp + 4 * i * hd, vp + 4 * i * hd, kc.data_ptr(), vc.data_ptr(),
                     op + 4 * i * h * hd, p, kc.stride(0), b * hd)
-    rc = _qdot.attend_many(table.ctypes.data, b, h, hkv, hd, _DTYPES[dtype])
+    rc = _run(table, b, h, hkv, hd, _DTYPES[dtype], sum(pos0s) * h * hd)
     return out if rc == 0 else None

@@ -78,24 +78,33 @@ def enabled() -> bool:
     return _OK and backend.settings().attention == AttentionKernel.C
 
 
+# The checks below run per layer and step: plain attribute reads (each torch property read
+# costs ~0.1-0.3 us; ``device.type`` and ``is_contiguous`` more), layouts read from strides.
+_F32 = torch.float32
+
+
 def _cache_ok(kc: torch.Tensor, vc: torch.Tensor, hkv: int, hd: int, pos0: int) -> bool:
     """A cache layer (Hkv, capacity, hd) the kernel reads: on the CPU, float32 or float16,
     contiguous (as ``KVCache`` makes them), k and v alike, holding ``pos0`` positions."""
-    return (kc.dtype in _DTYPES and vc.dtype == kc.dtype and kc.device.type == "cpu"
-            and kc.is_contiguous() and vc.is_contiguous() and kc.shape == vc.shape
-            and kc.shape[0] == hkv and kc.shape[2] == hd and 0 < pos0 <= kc.shape[1])
+    shape = kc.shape
+    return (kc.dtype in _DTYPES and vc.dtype is kc.dtype and kc.is_cpu and vc.is_cpu
+            and shape[0] == hkv and shape[2] == hd and 0 < pos0 <= shape[1] and vc.shape == shape
+            and kc.stride() == (shape[1] * hd, hd, 1) and vc.stride() == (shape[1] * hd, hd, 1))
 
 
 def _rows_ok(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor) -> bool:
     """q (H, B, hd), k_new/v_new (Hkv, B, hd), float32 on the CPU; each request's q rows one
     (H, hd) block (q is the transpose of a contiguous (B, H, hd), as ``layer_forward`` makes
-    it), k/v contiguous; hd within the kernel's limit and H a multiple of Hkv."""
+    it; for B = 1 a contiguous (H, 1, hd) is the same), k/v contiguous; hd within the
+    kernel's limit and H a multiple of Hkv."""
     h, b, hd = q.shape
-    return (q.dtype == torch.float32 and k_new.dtype == torch.float32 and v_new.dtype == torch.float32
-            and q.device.type == "cpu" and k_new.shape == v_new.shape and k_new.shape[1:] == (b, hd)
-            and 0 < hd <= MAX_HEAD_DIM and h % k_new.shape[0] == 0
-            and (b == 1 and q.is_contiguous() or q.stride() == (hd, h * hd, 1))
-            and k_new.is_contiguous() and v_new.is_contiguous())
+    hkv = k_new.shape[0]
+    qs, ks = q.stride(), k_new.stride()
+    return (q.dtype is _F32 and k_new.dtype is _F32 and v_new.dtype is _F32 and q.is_cpu
+            and k_new.shape == v_new.shape and k_new.shape[1] == b and k_new.shape[2] == hd
+            and 0 < hd <= MAX_HEAD_DIM and h % hkv == 0
+            and qs[0] == hd and qs[2] == 1 and (b == 1 or qs[1] == h * hd)
+            and ks[0] == b * hd and ks[2] == 1 and (b == 1 or ks[1] == hd) and v_new.stride() == ks)
 
 
 def decode(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, k_cache: torch.Tensor,

@@ -212,3 +212,60 @@ def test_the_switch_from_the_environment(monkeypatch):
     finally:
         backend.configure(before)
     assert attention.decode(q, k_new, v_new, kc, vc, 4) is not None
+
+
+def special_rows(hkv: int, hd: int) -> torch.Tensor:
+    """Values whose float16 rounding is easy to get wrong: ties (to even), the subnormal range,
+    the overflow edge (65504 stays, 65520 goes to inf), zeros of both signs, infinities, and
+    ordinary numbers; (hkv, 1, hd) float32."""
+    vals = [0.0, -0.0, 1.0, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11, 2.0 ** -14, 2.0 ** -24, 2.0 ** -25,
+            3 * 2.0 ** -26, 2.0 ** -26, 1e-30, 65504.0, 65519.0, 65520.0, 1e6, float("inf"), -float("inf"),
+            -1.0 - 2.0 ** -11, 3.14159, -2.0 ** -20]
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(hkv * hd, generator=g) * torch.exp2(torch.randint(-30, 20, (hkv * hd,), generator=g).float())
+    x[:len(vals)] = torch.tensor(vals)
+    return x.reshape(hkv, 1, hd)
+
+
+@pytest.mark.parametrize("dtype,round_f16", [(torch.float32, True), (torch.float32, False), (torch.float16, True)])
+def test_the_kernel_stores_what_kv_cache_store_writes(level, dtype, round_f16):
+    """decode(store=...) writes k/v at pos0 bit for bit as KVCache.store (torch's .half():
+    round to nearest even, subnormals, overflow to inf), leaves every other position alone,
+    and attends as if it had not stored (the fresh k/v are attended unrounded)."""
+    cfg = types.SimpleNamespace(n_kv_head=2, head_dim=40)  # 40: the vector store's tail too
+    mine, theirs = (KVCache(cfg, 12, [torch.device("cpu")], dtype, round_f16) for _ in range(2))
+    g = torch.Generator().manual_seed(2)
+    hist = torch.randn(2, 7, 40, generator=g), torch.randn(2, 7, 40, generator=g)
+    for c in (mine, theirs):
+        c.store(0, 0, *hist)
+    q = torch.randn(1, 4, 40, generator=g).transpose(0, 1)
+    k, v = special_rows(2, 40), special_rows(2, 40).flip(-1).contiguous()
+    want = attention.decode(q, k, v, mine.k[0], mine.v[0], 7)
+    got = attention.decode(q, k, v, mine.k[0], mine.v[0], 7, attention.store_mode(round_f16))
+    theirs.store(0, 7, k, v)
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)  # infinite keys: some NaN
+    assert torch.equal(mine.k[0], theirs.k[0]) and torch.equal(mine.v[0], theirs.v[0])
+    full = KVCache(cfg, 7, [torch.device("cpu")], dtype, round_f16)
+    full.store(0, 0, *hist)
+    before = full.k[0].clone()
+    assert attention.decode(q, k, v, full.k[0], full.v[0], 7, attention.STORE) is None  # no room at pos0
+    assert torch.equal(full.k[0], before)
+
+
+def test_dynamic_context_attend_stores_as_before():
+    """DynamicContext.attend on a CPU decode row: the kernel's output, and the cache as the
+    torch path (attend, then KVCache.store) leaves it."""
+    cfg = types.SimpleNamespace(n_kv_head=8, head_dim=128)
+    caches = [KVCache(cfg, 80, [torch.device("cpu")] * 2) for _ in range(2)]
+    g = torch.Generator().manual_seed(4)
+    hist = [torch.randn(8, 70, 128, generator=g) for _ in range(2)]
+    for c in caches:
+        c.store(1, 0, *hist)
+    q, k, v = make_case(32, 8, 128, 70, torch.float32, seed=9)[:3]
+    rope = RopeTable(128, 1e6)
+    got = transformer.DynamicContext(rope, 70, 1, caches[0]).attend(1, q, k, v)
+    with backend.configured(TORCH):
+        ref = transformer.DynamicContext(rope, 70, 1, caches[1]).attend(1, q, k, v)
+    assert torch.equal(got, attention.decode(q, k, v, caches[1].k[1], caches[1].v[1], 70))
+    assert_within(got, ref.double(), exact(q, k, v, caches[1].k[1], caches[1].v[1], 70)[1], 2.0)
+    assert torch.equal(caches[0].k[1], caches[1].k[1]) and torch.equal(caches[0].v[1], caches[1].v[1])

@@ -29,10 +29,11 @@
 
 #define S2A_MAX_HD 512     /* head sizes above this go to torch (S2 Pro: 128; tiny models: 16) */
 #define S2A_STACK_KEYS 4096 /* scores on the stack up to this many positions, else malloc */
-#define S2A_FIELDS 9        /* int64 per request in the descriptor table: see s2a_task */
+#define S2A_FIELDS 10       /* int64 per request in the descriptor table: see s2a_task */
 
 #include <stdlib.h>
 
+typedef void (*s2a_store_fn)(void *dst, int f16, const float *src, int64_t hd, int64_t mode);
 typedef void (*s2a_head_fn)(const float *q, const void *kc, const void *vc, int f16, const float *kn,
                             const float *vn, int64_t pos0, int64_t hd, float scale, float *s, float *out);
 
@@ -78,6 +79,35 @@ static void s2a_head_scalar(const float *q, const void *kc, const void *vc, int 
         const float *v = j < pos0 ? s2a_row(vc, f16, j, hd, tmp) : vn;
         float p = s[j] * inv;
         for (int64_t d = 0; d < hd; d++) out[d] += p * v[d];
+    }
+}
+
+/* float32 -> float16, round to nearest even, as torch's .half() (the FP16 library's
+ * fp16_ieee_from_fp32_value, which torch's scalar conversion is; F16C's vcvtps2ph, its vector
+ * one, gives the same bits for every number). */
+static uint16_t s2a_f32_to_f16(float f) {
+    const float to_inf = 5.192296858534828e+33f /* 2^112 */, to_zero = 7.703719777548943e-34f /* 2^-110 */;
+    uint32_t w, bits;
+    float base = (fabsf(f) * to_inf) * to_zero;
+    memcpy(&w, &f, 4);
+    uint32_t shl1 = w + w, sign = w & 0x80000000u, bias = shl1 & 0xff000000u;
+    if (bias < 0x71000000u) bias = 0x71000000u;
+    uint32_t bb = (bias >> 1) + 0x07800000u;
+    float b;
+    memcpy(&b, &bb, 4);
+    base = b + base;
+    memcpy(&bits, &base, 4);
+    uint32_t nonsign = ((bits >> 13) & 0x7c00u) + (bits & 0x0fffu);
+    return (uint16_t)((sign >> 16) | (shl1 > 0xff000000u ? 0x7e00u : nonsign));
+}
+
+/* The fresh k or v row of one KV head into the cache at its position, as KVCache.store
+ * writes it: mode 1 as the cache holds it (float32 as is, or float16), mode 2 rounded to
+ * float16 (into a float32 cache: the values s2.cpp's F16 cache would hold). */
+static void s2a_store_scalar(void *dst, int f16, const float *src, int64_t hd, int64_t mode) {
+    for (int64_t d = 0; d < hd; d++) {
+        if (f16) ((uint16_t *)dst)[d] = s2a_f32_to_f16(src[d]);
+        else ((float *)dst)[d] = mode == 2 ? f16_to_f32(s2a_f32_to_f16(src[d])) : src[d];
     }
 }
 
@@ -221,6 +251,18 @@ S2Q_TARGET(AVX2_T) static void s2a_head_avx2(const float *q, const void *kc, con
     else s2a_head_avx2_t(q, kc, vc, 0, kn, vn, pos0, hd, scale, s, out);
 }
 
+/* s2a_store_scalar with F16C (the same bits: both round to nearest even). */
+S2Q_TARGET(AVX2_T) static void s2a_store_f16c(void *dst, int f16, const float *src, int64_t hd, int64_t mode) {
+    int64_t d = 0;
+    for (; d + 8 <= hd; d += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + d), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        if (f16) _mm_storeu_si128((__m128i *)((uint16_t *)dst + d), h);
+        else _mm256_storeu_ps((float *)dst + d, mode == 2 ? _mm256_cvtph_ps(h) : _mm256_loadu_ps(src + d));
+    }
+    if (d < hd) s2a_store_scalar(f16 ? (void *)((uint16_t *)dst + d) : (void *)((float *)dst + d), f16, src + d,
+                                 hd - d, mode);
+}
+
 /* ---- AVX-512F (16 lanes) ----------------------------------------------------------------- */
 
 #define S2A_AVX512_T "avx2,fma,f16c,avx512f"
@@ -353,6 +395,13 @@ S2Q_TARGET(S2A_AVX512_T) static void s2a_head_avx512(const float *q, const void 
 
 /* The head function of the current level for head size hd (a size the level's vectors do not
  * divide takes the portable one). */
+static s2a_store_fn s2a_pick_store(void) {
+#ifdef S2Q_X86
+    if (level >= L_AVX2) return s2a_store_f16c;
+#endif
+    return s2a_store_scalar;
+}
+
 static s2a_head_fn s2a_pick(int64_t hd) {
 #ifdef S2Q_X86
     if (level >= L_AVX512 && hd % 16 == 0) return s2a_head_avx512;
@@ -368,9 +417,11 @@ static s2a_head_fn s2a_pick(int64_t hd) {
  *   v_cache (hkv, stride) float16 (f16 = 1) or float32 with positions hd apart, out (h, hd)
  *   float32, pos0 (the cached positions, >= 0), stride (elements between the cache's KV heads:
  *   its capacity * hd), new_stride (elements between k_new's KV heads: hd for one request,
- *   B * hd for request b of a batched step's (hkv, B, hd) rows). */
+ *   B * hd for request b of a batched step's (hkv, B, hd) rows), store (0: leave the cache as it
+ *   is; 1: write k_new/v_new at position pos0 as the cache holds them; 2: rounded to float16,
+ *   as KVCache.store with round_f16; the cache must then have room for position pos0). */
 static void s2a_task(const int64_t *seqs, int64_t t, int64_t h, int64_t hkv, int64_t hd, int64_t f16,
-                     float scale, s2a_head_fn head, float *s) {
+                     float scale, s2a_head_fn head, s2a_store_fn store, float *s) {
     int64_t r = t / hkv, kh = t % hkv, g = h / hkv;
     const int64_t *f = seqs + r * S2A_FIELDS;
     const float *q = (const float *)(intptr_t)f[0], *kn = (const float *)(intptr_t)f[1];
@@ -381,6 +432,10 @@ static void s2a_task(const int64_t *seqs, int64_t t, int64_t h, int64_t hkv, int
     float *out = (float *)(intptr_t)f[5];
     for (int64_t i = kh * g; i < (kh + 1) * g; i++)
         head(q + i * hd, kc, vc, (int)f16, kn + kh * nstride, vn + kh * nstride, pos0, hd, scale, s, out + i * hd);
+    if (f[9]) {  /* then this KV head's fresh k/v into the cache at pos0 (read by no task of this call) */
+        store((char *)kc + pos0 * hd * esz, (int)f16, kn + kh * nstride, hd, f[9]);
+        store((char *)vc + pos0 * hd * esz, (int)f16, vn + kh * nstride, hd, f[9]);
+    }
 }
 
 /* The tasks of a step: all of them in order (next == NULL), or those claimed from *next. */
@@ -389,8 +444,9 @@ static int s2a_run(const int64_t *seqs, int64_t n_seqs, int64_t h, int64_t hkv, 
     if (hd < 1 || hd > S2A_MAX_HD || hkv < 1 || h % hkv || n_seqs < 1) return -1;
     int64_t max_pos = 0, n_tasks = n_seqs * hkv;
     for (int64_t r = 0; r < n_seqs; r++) {
-        int64_t p = seqs[r * S2A_FIELDS + 6];
-        if (p < 0) return -1;
+        const int64_t *f = seqs + r * S2A_FIELDS;
+        int64_t p = f[6];
+        if (p < 0 || f[9] < 0 || f[9] > 2 || (f[9] && p >= f[7] / hd)) return -1;  /* no room at pos0 */
         max_pos = p > max_pos ? p : max_pos;
     }
     float stack_s[S2A_STACK_KEYS + 16];
@@ -402,14 +458,15 @@ static int s2a_run(const int64_t *seqs, int64_t n_seqs, int64_t h, int64_t hkv, 
     /* torch multiplies by the Python float 1/math.sqrt(hd) converted to float32: the same */
     float scale = (float)(1.0 / sqrt((double)hd));
     s2a_head_fn head = s2a_pick(hd);
+    s2a_store_fn store = s2a_pick_store();
     if (next) {
         for (;;) {
             int64_t t = S2Q_CLAIM(next);
             if (t >= n_tasks) break;
-            s2a_task(seqs, t, h, hkv, hd, f16, scale, head, s);
+            s2a_task(seqs, t, h, hkv, hd, f16, scale, head, store, s);
         }
     } else {
-        for (int64_t t = 0; t < n_tasks; t++) s2a_task(seqs, t, h, hkv, hd, f16, scale, head, s);
+        for (int64_t t = 0; t < n_tasks; t++) s2a_task(seqs, t, h, hkv, hd, f16, scale, head, store, s);
     }
     if (s != stack_s) free(s);
     return 0;

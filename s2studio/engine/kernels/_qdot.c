@@ -1581,14 +1581,14 @@ static int int_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, in
     return 0;
 }
 
-/* attend(q, k_new, v_new, k_cache, v_cache, out, pos0, stride, new_stride, h, hkv, hd, f16) -> 0 or -1:
+/* attend(q, k_new, v_new, k_cache, v_cache, out, pos0, stride, new_stride, store, h, hkv, hd, f16) -> 0 or -1:
  * one request's decode attention in the calling thread, without the GIL (see _attend.c). */
 static PyObject *py_attend(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    int64_t a[13], rc;
-    if (int_args(args, nargs, 13, a, "attend") < 0) return NULL;
+    int64_t a[14], rc;
+    if (int_args(args, nargs, 14, a, "attend") < 0) return NULL;
     Py_BEGIN_ALLOW_THREADS
-    rc = s2q_attend_all((int64_t)(intptr_t)a, 1, a[9], a[10], a[11], a[12]);
+    rc = s2q_attend_all((int64_t)(intptr_t)a, 1, a[10], a[11], a[12], a[13]);
     Py_END_ALLOW_THREADS
     return PyLong_FromLongLong((long long)rc);
 }
@@ -1616,7 +1616,7 @@ static PyMethodDef METHODS[] = {
      "preload(path, flags): dlopen a shared library with the GIL released (see _qdot.c)."},
     {"addresses", py_addresses, METH_NOARGS, "Entry-point addresses, for numba's linker."},
     {"attend", (PyCFunction)(void (*)(void))py_attend, METH_FASTCALL,
-     "attend(q, k_new, v_new, k_cache, v_cache, out, pos0, stride, new_stride, h, hkv, hd, f16): one request's "
+     "attend(q, k_new, v_new, k_cache, v_cache, out, pos0, stride, new_stride, store, h, hkv, hd, f16): one request's "
      "decode attention (addresses as ints; see _attend.c). Returns 0, or -1 for a shape it does not take."},
     {"attend_many", (PyCFunction)(void (*)(void))py_attend_many, METH_FASTCALL,
      "attend_many(seqs, n_seqs, h, hkv, hd, f16): several requests' decode attention (see _attend.c)."},

@@ -31,7 +31,7 @@ except ImportError:  # no compiler at install time: intdot says why
     _qdot = None
 
 _OK = _qdot is not None and hasattr(_qdot, "attend")
-FIELDS = _qdot.ATTEND_FIELDS if _OK else 9
+FIELDS = _qdot.ATTEND_FIELDS if _OK else 10
 MAX_HEAD_DIM = _qdot.ATTEND_MAX_HEAD_DIM if _OK else 0
 _DTYPES = {torch.float32: 0, torch.float16: 1}
 
@@ -107,50 +107,67 @@ def _rows_ok(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor) -> bool:
             and ks[0] == b * hd and ks[2] == 1 and (b == 1 or ks[1] == hd) and v_new.stride() == ks)
 
 
+# ``store``: what the kernel does with the fresh k/v after attending (KVCache.store's job,
+# done in the same call: four torch ops per request and layer fewer).
+NO_STORE, STORE, STORE_ROUNDED = 0, 1, 2
+
+
+def store_mode(round_f16: bool) -> int:
+    """The ``store`` argument that writes what ``KVCache.store`` would for a cache with
+    ``round_f16``."""
+    return STORE_ROUNDED if round_f16 else STORE
+
+
 def decode(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, k_cache: torch.Tensor,
-           v_cache: torch.Tensor, pos0: int) -> torch.Tensor | None:
+           v_cache: torch.Tensor, pos0: int, store: int = NO_STORE) -> torch.Tensor | None:
     """One request's attention for one query row at position ``pos0`` (> 0) over positions
     0..pos0-1 of ``k_cache``/``v_cache`` (Hkv, capacity, hd) plus its fresh k/v (q (H, 1, hd),
     k_new/v_new (Hkv, 1, hd)): (1, H*hd) float32, head-major, as ``transformer.attend``
-    returns it. None where the kernel does not apply (switched off, not built, another device,
-    dtype or layout): then use torch."""
+    returns it; with ``store`` (:func:`store_mode`), k_new/v_new are then written at
+    position ``pos0`` of the cache. None where the kernel does not apply (switched off, not
+    built, another device, dtype or layout, no room at ``pos0`` to store): then use torch,
+    the cache untouched."""
     if not _OK or backend.settings().attention != AttentionKernel.C or not _rows_ok(q, k_new, v_new):
         return None
     h, _, hd = q.shape
     hkv = k_new.shape[0]
-    if not _cache_ok(k_cache, v_cache, hkv, hd, pos0):
+    if not _cache_ok(k_cache, v_cache, hkv, hd, pos0) or (store and pos0 >= k_cache.shape[1]):
         return None
     out = torch.empty(1, h * hd, dtype=torch.float32)
     f16 = _DTYPES[k_cache.dtype]
     if pos0 * h * hd < PARALLEL_MIN_WORK or _parallel is None:  # the common case: no table
         rc = _qdot.attend(q.data_ptr(), k_new.data_ptr(), v_new.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-                          out.data_ptr(), pos0, k_cache.stride(0), hd, h, hkv, hd, f16)
+                          out.data_ptr(), pos0, k_cache.stride(0), hd, store, h, hkv, hd, f16)
     else:
         table = np.array([[q.data_ptr(), k_new.data_ptr(), v_new.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-                           out.data_ptr(), pos0, k_cache.stride(0), hd]], np.int64)
+                           out.data_ptr(), pos0, k_cache.stride(0), hd, store]], np.int64)
         rc = _run(table, 1, h, hkv, hd, f16, pos0 * h * hd)
     return out if rc == 0 else None
 
 
 def decode_batch(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, k_caches: list[torch.Tensor],
-                 v_caches: list[torch.Tensor], pos0s: list[int]) -> torch.Tensor | None:
+                 v_caches: list[torch.Tensor], pos0s: list[int], stores: list[int] | None = None
+                 ) -> torch.Tensor | None:
     """:func:`decode` for B requests of a batched step, one row each (q (H, B, hd), k_new/v_new
     (Hkv, B, hd): request i's is column i), each at its own position ``pos0s[i]`` of its own
     cache layer, in one call: (B, H*hd), row i bit-identical to what :func:`decode` gives
     request i alone (the kernel computes each (request, KV head) apart, in the same order).
-    None where the kernel does not apply to every request."""
+    ``stores``: per request, as :func:`decode`'s ``store`` (None: none). None where the kernel
+    does not apply to every request (then no cache was touched)."""
     if not _OK or backend.settings().attention != AttentionKernel.C or not _rows_ok(q, k_new, v_new):
         return None
     h, b, hd = q.shape
     hkv = k_new.shape[0]
     dtype = k_caches[0].dtype
-    if not all(kc.dtype == dtype and _cache_ok(kc, vc, hkv, hd, p) for kc, vc, p in zip(k_caches, v_caches, pos0s)):
+    stores = stores or [NO_STORE] * b
+    if not all(kc.dtype == dtype and _cache_ok(kc, vc, hkv, hd, p) and (not st or p < kc.shape[1])
+               for kc, vc, p, st in zip(k_caches, v_caches, pos0s, stores)):
         return None
     out = torch.empty(b, h * hd, dtype=torch.float32)
     table = np.empty((b, FIELDS), np.int64)
     qp, kp, vp, op = q.data_ptr(), k_new.data_ptr(), v_new.data_ptr(), out.data_ptr()
-    for i, (kc, vc, p) in enumerate(zip(k_caches, v_caches, pos0s)):
+    for i, (kc, vc, p, st) in enumerate(zip(k_caches, v_caches, pos0s, stores)):
         table[i] = (qp + 4 * i * h * hd, kp + 4 * i * hd, vp + 4 * i * hd, kc.data_ptr(), vc.data_ptr(),
-                    op + 4 * i * h * hd, p, kc.stride(0), b * hd)
+                    op + 4 * i * h * hd, p, kc.stride(0), b * hd, st)
     rc = _run(table, b, h, hkv, hd, _DTYPES[dtype], sum(pos0s) * h * hd)
     return out if rc == 0 else None

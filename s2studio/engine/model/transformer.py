@@ -326,6 +326,13 @@ class DynamicContext(_HostPositions):
         return self.rope.get(self.pos0, self.n, device)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        c = self.cache
+        if self.n == 1 and self.pos0 > 0 and c is not None and q.device.type == "cpu":
+            # A CPU decode step: the C kernel attends and stores k/v (as c.store would) in one call.
+            o = attention_kernel.decode(q, k, v, c.k[layer], c.v[layer], self.pos0,
+                                        attention_kernel.store_mode(c.round_f16))
+            if o is not None:
+                return o
         o = attend(q, k, v, self.cache, layer, self.pos0)
         if self.cache is not None:
             self.cache.store(layer, self.pos0, k, v)
@@ -381,17 +388,15 @@ class BatchedContext(_HostPositions):
 
     def _attend_decode(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
         """Every request one row past its cached positions, on the CPU: all of them in one C
-        call (kernels.attention.decode_batch), each row bit-identical to what ``attend`` gives
-        that request alone (the kernel computes each request apart, in the same order), then
-        each request's k/v stored. None: the per-request path."""
+        call (kernels.attention.decode_batch) that also stores each request's k/v, each row
+        bit-identical to what the request's own step gives (the kernel computes each request
+        apart, in the same order). None: the per-request path (no cache touched)."""
         if q.device.type != "cpu" or any(s.n != 1 or s.pos0 < 1 for s in self.seqs):
             return None
-        out = attention_kernel.decode_batch(q, k, v, [s.cache.k[layer] for s in self.seqs],
-                                            [s.cache.v[layer] for s in self.seqs], [s.pos0 for s in self.seqs])
-        if out is not None:
-            for i, s in enumerate(self.seqs):
-                s.cache.store(layer, s.pos0, k[:, i:i + 1], v[:, i:i + 1])
-        return out
+        seqs = self.seqs
+        return attention_kernel.decode_batch(q, k, v, [s.cache.k[layer] for s in seqs], [s.cache.v[layer] for s in seqs],
+                                             [s.pos0 for s in seqs],
+                                             [attention_kernel.store_mode(s.cache.round_f16) for s in seqs])
 
     def commit(self) -> None:
         for s in self.seqs:

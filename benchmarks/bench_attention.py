@@ -3,6 +3,7 @@
 at the full-size model's shapes, no model file needed.
 
     python benchmarks/bench_attention.py [--threads 2] [--positions 70,600] [--batch 8] [--rounds 7]
+        [--cache-dtype float32|float16] [--min-work N]
 
 Each case runs a decode step's attention the way the engine calls it (the context's
 ``attend``: attention, then the new k/v stored in the cache) over every layer of a stack, so
@@ -46,8 +47,12 @@ class Cfg:
     n_kv_head, head_dim = HKV, HD
 
 
+CACHE_DTYPE = torch.float32  # --cache-dtype
+
+
 def filled_cache(layers: int, capacity: int, pos: int, round_f16: bool, gen: torch.Generator) -> KVCache:
-    cache = KVCache(Cfg, capacity, [torch.device("cpu")] * layers, torch.float32, round_f16)
+    dtype = CACHE_DTYPE if round_f16 else torch.float32  # the Fast-AR's cache is never rounded
+    cache = KVCache(Cfg, capacity, [torch.device("cpu")] * layers, dtype, round_f16)
     for layer in range(layers):
         cache.store(layer, 0, torch.randn(HKV, pos, HD, generator=gen), torch.randn(HKV, pos, HD, generator=gen))
     cache.n_past = pos
@@ -102,7 +107,17 @@ def main(argv=None) -> int:
     ap.add_argument("--positions", default="70,600")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--cache-dtype", choices=("float32", "float16"), default="float32",
+                    help="the Slow-AR cache's dtype (the engine's CPU default is float32 holding float16-rounded "
+                         "values; float16 holds the same numbers in half the bytes)")
+    ap.add_argument("--min-work", type=int, default=None,
+                    help="attention.PARALLEL_MIN_WORK: from this much work the kernel's tasks are shared by the "
+                         "threads (0: always)")
     args = ap.parse_args(argv)
+    global CACHE_DTYPE
+    CACHE_DTYPE = getattr(torch, args.cache_dtype)
+    if args.min_work is not None:
+        attention.PARALLEL_MIN_WORK = args.min_work
     if not attention.built():
         print("the C kernels are not built: nothing to compare")
         return 1
@@ -116,7 +131,8 @@ def main(argv=None) -> int:
         cases[f"batch {args.batch} slow@{p}"] = batch_case(args.batch, p, gen)
     paths = {"torch": KernelSettings(attention="torch"), "C": KernelSettings(attention="c")}
     best = {(c, p): float("inf") for c in cases for p in paths}
-    print(f"threads {threads}, load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} at the start")
+    print(f"threads {threads}, Slow-AR cache {args.cache_dtype}, parallel from work {attention.PARALLEL_MIN_WORK}, "
+          f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} at the start")
     for _ in range(args.rounds):
         for name, (run, calls) in cases.items():
             for path, settings in paths.items():

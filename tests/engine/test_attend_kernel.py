@@ -133,7 +133,8 @@ def test_shapes_and_dtypes_it_does_not_take_fall_back_to_torch():
     assert attention.decode(q, k_new, v_new, kc.double(), vc.double(), 9) is None
     assert attention.decode(q, k_new, v_new, kc.bfloat16(), vc.bfloat16(), 9) is None
     assert attention.decode(q, k_new, v_new, kc, vc.half(), 9) is None
-    assert attention.decode(q, k_new, v_new, kc, vc, 0) is None  # nothing cached: torch's case
+    only = attention.decode(q, k_new, v_new, kc, vc, 0)  # nothing cached: the one fresh key, p = 1
+    assert torch.equal(only, v_new[:, 0].repeat_interleave(2, 0).reshape(1, 64))
     assert attention.decode(q, k_new, v_new, kc, vc, kc.shape[1] + 1) is None  # past the cache
     assert attention.decode(q.double(), k_new, v_new, kc, vc, 9) is None
     big = make_case(1, 1, attention.MAX_HEAD_DIM + 8, 3, torch.float32)
@@ -269,3 +270,69 @@ def test_dynamic_context_attend_stores_as_before():
     assert torch.equal(got, attention.decode(q, k, v, caches[1].k[1], caches[1].v[1], 70))
     assert_within(got, ref.double(), exact(q, k, v, caches[1].k[1], caches[1].v[1], 70)[1], 2.0)
     assert torch.equal(caches[0].k[1], caches[1].k[1]) and torch.equal(caches[0].v[1], caches[1].v[1])
+
+
+def fast_like_caches(count: int, hd: int = 128, hkv: int = 8, round_f16: bool = False, dtype=torch.float32):
+    cfg = types.SimpleNamespace(n_kv_head=hkv, head_dim=hd)
+    return [KVCache(cfg, 10, [torch.device("cpu")] * 2, dtype, round_f16) for _ in range(count)]
+
+
+def rows_of(n: int, seed: int, h: int = 32, hkv: int = 8, hd: int = 128):
+    """q, k, v of one call's n rows, as layer_forward passes them."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(n, h, hd, generator=g).transpose(0, 1)
+    k = torch.randn(n, hkv, hd, generator=g).transpose(0, 1).contiguous()
+    v = torch.randn(n, hkv, hd, generator=g).transpose(0, 1).contiguous()
+    return q, k, v
+
+
+@pytest.mark.parametrize("pos0,n", [(0, 2), (2, 3), (5, 4)])
+def test_a_few_rows_over_an_exact_cache_run_row_by_row(pos0, n):
+    """The Fast-AR's first call (positions 0 and 1; float32 cache, never rounded): row by row
+    through the kernel, each stored before the next attends to it. Within the bound of torch's
+    causal call, and the cache left exactly as torch's path leaves it."""
+    rope = RopeTable(128, 1e6)
+    mine, theirs = fast_like_caches(2)
+    g = torch.Generator().manual_seed(pos0)
+    for c in (mine, theirs):
+        if pos0:
+            c.store(1, 0, torch.randn(8, pos0, 128, generator=g), torch.randn(8, pos0, 128, generator=g))
+            g = torch.Generator().manual_seed(pos0)
+    q, k, v = rows_of(n, seed=n)
+    got = transformer.DynamicContext(rope, pos0, n, mine).attend(1, q, k, v)
+    with backend.configured(TORCH):
+        ref = transformer.DynamicContext(rope, pos0, n, theirs).attend(1, q, k, v)
+    assert got.shape == ref.shape == (n, 32 * 128)
+    assert not torch.equal(got, ref)  # the kernel ran (another summation order)
+    for i in range(n):  # row i: the exact attention over positions 0..pos0+i
+        want, tol = exact(q[:, i:i + 1], k[:, i:i + 1], v[:, i:i + 1], theirs.k[1], theirs.v[1], pos0 + i)
+        assert_within(got[i:i + 1], want, tol, 1.0, f"row {i}")
+        assert_within(ref[i:i + 1], want, tol, 1.0, f"torch row {i}")
+    assert torch.equal(mine.k[1], theirs.k[1]) and torch.equal(mine.v[1], theirs.v[1])
+
+
+def test_rows_over_a_rounding_cache_stay_torch_s():
+    """Several rows over a float16-rounding cache (a Slow-AR prefill) attend to each other's
+    unrounded keys in one call (docs/spec/engine.md §2): that is torch's path, bit for bit."""
+    rope = RopeTable(128, 1e6)
+    mine, theirs = fast_like_caches(2, round_f16=True)
+    q, k, v = rows_of(2, seed=1)
+    got = transformer.DynamicContext(rope, 0, 2, mine).attend(1, q, k, v)
+    with backend.configured(TORCH):
+        ref = transformer.DynamicContext(rope, 0, 2, theirs).attend(1, q, k, v)
+    assert torch.equal(got, ref) and torch.equal(mine.k[1], theirs.k[1])
+
+
+def test_batched_first_fast_call_gives_each_take_its_bits_alone():
+    """BatchedContext over 3 takes' first Fast-AR call (2 rows each at position 0): every take's
+    rows and cache exactly as its own DynamicContext call makes them."""
+    rope = RopeTable(128, 1e6)
+    batched, alone = fast_like_caches(3), fast_like_caches(3)
+    q, k, v = rows_of(6, seed=3)
+    out = BatchedContext(rope, [Sequence(0, 2, c) for c in batched]).attend(0, q, k, v)
+    for t in range(3):
+        cols = slice(2 * t, 2 * t + 2)
+        own = transformer.DynamicContext(rope, 0, 2, alone[t]).attend(
+            0, q[:, cols], k[:, cols].contiguous(), v[:, cols].contiguous())
+        assert torch.equal(out[cols], own), t
+        assert torch.equal(batched[t].k[0], alone[t].k[0]) and torch.equal(batched[t].v[0], alone[t].v[0])

@@ -88,14 +88,15 @@ def _cache_ok(kc: torch.Tensor, vc: torch.Tensor, hkv: int, hd: int, pos0: int) 
     contiguous (as ``KVCache`` makes them), k and v alike, holding ``pos0`` positions."""
     shape = kc.shape
     return (kc.dtype in _DTYPES and vc.dtype is kc.dtype and kc.is_cpu and vc.is_cpu
-            and shape[0] == hkv and shape[2] == hd and 0 < pos0 <= shape[1] and vc.shape == shape
+            and shape[0] == hkv and shape[2] == hd and 0 <= pos0 <= shape[1] and vc.shape == shape
             and kc.stride() == (shape[1] * hd, hd, 1) and vc.stride() == (shape[1] * hd, hd, 1))
 
 
 def _rows_ok(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor) -> bool:
-    """q (H, B, hd), k_new/v_new (Hkv, B, hd), float32 on the CPU; each request's q rows one
-    (H, hd) block (q is the transpose of a contiguous (B, H, hd), as ``layer_forward`` makes
-    it; for B = 1 a contiguous (H, 1, hd) is the same), k/v contiguous; hd within the
+    """q (H, B, hd), k_new/v_new (Hkv, B, hd), float32 on the CPU; each request's q one (H, hd)
+    block (a column of the transpose of a contiguous (n, H, hd), as ``layer_forward`` makes
+    it, or a contiguous (H, 1, hd)), k/v rows contiguous at any distance between KV heads and
+    requests (columns of a contiguous (Hkv, n, hd)), the same for k and v; hd within the
     kernel's limit and H a multiple of Hkv."""
     h, b, hd = q.shape
     hkv = k_new.shape[0]
@@ -103,8 +104,7 @@ def _rows_ok(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor) -> bool:
     return (q.dtype is _F32 and k_new.dtype is _F32 and v_new.dtype is _F32 and q.is_cpu
             and k_new.shape == v_new.shape and k_new.shape[1] == b and k_new.shape[2] == hd
             and 0 < hd <= MAX_HEAD_DIM and h % hkv == 0
-            and qs[0] == hd and qs[2] == 1 and (b == 1 or qs[1] == h * hd)
-            and ks[0] == b * hd and ks[2] == 1 and (b == 1 or ks[1] == hd) and v_new.stride() == ks)
+            and qs[0] == hd and qs[2] == 1 and ks[2] == 1 and v_new.stride() == ks)
 
 
 # ``store``: what the kernel does with the fresh k/v after attending (KVCache.store's job,
@@ -120,7 +120,7 @@ def store_mode(round_f16: bool) -> int:
 
 def decode(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, k_cache: torch.Tensor,
            v_cache: torch.Tensor, pos0: int, store: int = NO_STORE) -> torch.Tensor | None:
-    """One request's attention for one query row at position ``pos0`` (> 0) over positions
+    """One request's attention for one query row at position ``pos0`` (>= 0) over positions
     0..pos0-1 of ``k_cache``/``v_cache`` (Hkv, capacity, hd) plus its fresh k/v (q (H, 1, hd),
     k_new/v_new (Hkv, 1, hd)): (1, H*hd) float32, head-major, as ``transformer.attend``
     returns it; with ``store`` (:func:`store_mode`), k_new/v_new are then written at
@@ -137,10 +137,10 @@ def decode(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, k_cache: t
     f16 = _DTYPES[k_cache.dtype]
     if pos0 * h * hd < PARALLEL_MIN_WORK or _parallel is None:  # the common case: no table
         rc = _qdot.attend(q.data_ptr(), k_new.data_ptr(), v_new.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-                          out.data_ptr(), pos0, k_cache.stride(0), hd, store, h, hkv, hd, f16)
+                          out.data_ptr(), pos0, k_cache.stride(0), k_new.stride(0), store, h, hkv, hd, f16)
     else:
         table = np.array([[q.data_ptr(), k_new.data_ptr(), v_new.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-                           out.data_ptr(), pos0, k_cache.stride(0), hd, store]], np.int64)
+                           out.data_ptr(), pos0, k_cache.stride(0), k_new.stride(0), store]], np.int64)
         rc = _run(table, 1, h, hkv, hd, f16, pos0 * h * hd)
     return out if rc == 0 else None
 
@@ -166,8 +166,9 @@ def decode_batch(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, k_ca
     out = torch.empty(b, h * hd, dtype=torch.float32)
     table = np.empty((b, FIELDS), np.int64)
     qp, kp, vp, op = q.data_ptr(), k_new.data_ptr(), v_new.data_ptr(), out.data_ptr()
+    qstep, kstep, nstride = 4 * q.stride(1), 4 * k_new.stride(1), k_new.stride(0)
     for i, (kc, vc, p, st) in enumerate(zip(k_caches, v_caches, pos0s, stores)):
-        table[i] = (qp + 4 * i * h * hd, kp + 4 * i * hd, vp + 4 * i * hd, kc.data_ptr(), vc.data_ptr(),
-                    op + 4 * i * h * hd, p, kc.stride(0), b * hd, st)
+        table[i] = (qp + qstep * i, kp + kstep * i, vp + kstep * i, kc.data_ptr(), vc.data_ptr(),
+                    op + 4 * i * h * hd, p, kc.stride(0), nstride, st)
     rc = _run(table, b, h, hkv, hd, _DTYPES[dtype], sum(pos0s) * h * hd)
     return out if rc == 0 else None

@@ -327,10 +327,8 @@ class DynamicContext(_HostPositions):
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         c = self.cache
-        if self.n == 1 and self.pos0 > 0 and c is not None and q.device.type == "cpu":
-            # A CPU decode step: the C kernel attends and stores k/v (as c.store would) in one call.
-            o = attention_kernel.decode(q, k, v, c.k[layer], c.v[layer], self.pos0,
-                                        attention_kernel.store_mode(c.round_f16))
+        if c is not None and q.device.type == "cpu":
+            o = self._attend_kernel(layer, q, k, v, c)
             if o is not None:
                 return o
         o = attend(q, k, v, self.cache, layer, self.pos0)
@@ -338,9 +336,43 @@ class DynamicContext(_HostPositions):
             self.cache.store(layer, self.pos0, k, v)
         return o
 
+    def _attend_kernel(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       c: KVCache) -> torch.Tensor | None:
+        """The C kernel (kernels.attention), which also stores k/v as ``c.store`` would: a
+        decode row; or a few rows over a cache that keeps exact float32 values (the Fast-AR's
+        first call: positions 0 and 1), one row at a time, each stored before the next attends
+        to it, the same keys and values as one causal call. None: torch's ``attend``."""
+        if self.n == 1:
+            if self.pos0 < 1:
+                return None
+            return attention_kernel.decode(q, k, v, c.k[layer], c.v[layer], self.pos0,
+                                           attention_kernel.store_mode(c.round_f16))
+        if not exact_rows(c, layer, self.n):
+            return None
+        outs = []
+        for i in range(self.n):
+            o = attention_kernel.decode(q[:, i:i + 1], k[:, i:i + 1], v[:, i:i + 1], c.k[layer], c.v[layer],
+                                        self.pos0 + i, attention_kernel.STORE)
+            if o is None:  # (then the rows stored so far are overwritten by torch's path)
+                return None
+            outs.append(o)
+        return torch.cat(outs)
+
     def commit(self) -> None:
         if self.cache is not None:
             self.cache.n_past = self.pos0 + self.n
+
+
+# A call of up to this many rows over a cache that stores values exactly (float32, never
+# rounded: the Fast-AR's) runs as single-row kernel calls (``DynamicContext._attend_kernel``).
+KERNEL_ROWS = 4
+
+
+def exact_rows(cache: KVCache, layer: int, n: int) -> bool:
+    """``n`` rows may attend one at a time through the cache: it keeps exactly the fresh
+    float32 values (no float16 rounding), so a row reads its predecessors' keys as one causal
+    call would have them; a few rows only (more is a prefill: torch's GEMMs)."""
+    return 1 < n <= KERNEL_ROWS and not cache.round_f16 and cache.k[layer].dtype == torch.float32
 
 
 class Sequence:
@@ -390,13 +422,28 @@ class BatchedContext(_HostPositions):
         """Every request one row past its cached positions, on the CPU: all of them in one C
         call (kernels.attention.decode_batch) that also stores each request's k/v, each row
         bit-identical to what the request's own step gives (the kernel computes each request
-        apart, in the same order). None: the per-request path (no cache touched)."""
-        if q.device.type != "cpu" or any(s.n != 1 or s.pos0 < 1 for s in self.seqs):
-            return None
+        apart, in the same order); or every request's few rows over exact caches (the Fast-AR's
+        first call), row by row as ``DynamicContext`` runs them. None: the per-request path."""
         seqs = self.seqs
-        return attention_kernel.decode_batch(q, k, v, [s.cache.k[layer] for s in seqs], [s.cache.v[layer] for s in seqs],
-                                             [s.pos0 for s in seqs],
-                                             [attention_kernel.store_mode(s.cache.round_f16) for s in seqs])
+        if q.device.type != "cpu":
+            return None
+        kc, vc = [s.cache.k[layer] for s in seqs], [s.cache.v[layer] for s in seqs]
+        if all(s.n == 1 and s.pos0 > 0 for s in seqs):
+            return attention_kernel.decode_batch(q, k, v, kc, vc, [s.pos0 for s in seqs],
+                                                 [attention_kernel.store_mode(s.cache.round_f16) for s in seqs])
+        n = seqs[0].n
+        if not all(s.n == n and exact_rows(s.cache, layer, n) for s in seqs):
+            return None
+        # Every request's row i in one call, as each request's own call runs its rows (row i
+        # of request r is column r * n + i).
+        outs = []
+        for i in range(n):
+            o = attention_kernel.decode_batch(q[:, i::n], k[:, i::n], v[:, i::n], kc, vc, [s.pos0 + i for s in seqs],
+                                              [attention_kernel.STORE] * len(seqs))
+            if o is None:
+                return None
+            outs.append(o)
+        return torch.stack(outs, dim=1).reshape(len(seqs) * n, -1)
 
     def commit(self) -> None:
         for s in self.seqs:

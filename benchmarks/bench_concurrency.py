@@ -25,6 +25,7 @@ kernel, torch's ops: ``KernelSettings.attention``), on the one loaded model; eac
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 import statistics
@@ -119,8 +120,7 @@ def main(argv=None) -> int:
                     "(c, torch); default: the kernel settings' (S2_ATTENTION)")
     a = ap.parse_args(argv)
     attentions = [w.strip() for w in a.attention.split(",") if w.strip()] or [backend.settings().attention.value]
-    settings_for = {w: backend.KernelSettings(backend.settings().int_dot, backend.settings().schedule,
-                                              backend.settings().level, w) for w in attentions}
+    settings_for = {w: dataclasses.replace(backend.settings(), attention=w) for w in attentions}
     ns = [int(x) for x in a.concurrency.split(",")]
     if any(not 1 <= n <= MAX_BATCH for n in ns):
         ap.error(f"--concurrency values must be 1..{MAX_BATCH}")

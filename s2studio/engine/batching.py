@@ -16,6 +16,12 @@ embedding and Fast-AR start in a ``transformer.BatchedContext``.
 
 Callers use :meth:`FrameBatcher.frames` exactly like ``generate_frames``: from any number of
 threads, each iterating its own take.
+
+The takes' own CPU work that runs beside the batch (the codec decoding each take's audio) can be
+handed to the driver with :meth:`FrameBatcher.between_steps`: it then runs between two steps,
+not at the same time as one. On a CPU both would otherwise use every core at once: two thread
+pools on two cores made the steps and the codec each ~2-3x slower (a 4-sentence book render
+spent more time in the codec than in its frames), while in turn each runs at full speed.
 """
 
 from __future__ import annotations
@@ -40,10 +46,29 @@ from s2studio.engine.params import GenerationParams
 log = logging.getLogger(__name__)
 
 # Takes per step: the Fast-AR's first call has 2 rows per take, and the quantized GEMV kernels
-# take at most MAX_KERNEL_ROWS activation rows (more would fall back to dequantize + GEMM).
+# take at most MAX_KERNEL_ROWS activation rows per call (more rows: more calls, each reading
+# every weight again).
 MAX_BATCH = MAX_KERNEL_ROWS // 2
 
 _END = object()  # posted to a take's queue after its last frame
+
+
+class _SideJob:
+    """Work handed to the driver to run between two steps (``between_steps``)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.done = threading.Event()
+        self.result = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the thread that asked
+            self.error = exc
+        finally:
+            self.done.set()
 
 
 class _Take:
@@ -84,9 +109,11 @@ class FrameBatcher:
         self._cond = threading.Condition()
         self._waiting: collections.deque[_Take] = collections.deque()
         self._active: list[_Take] = []
+        self._side: collections.deque[_SideJob] = collections.deque()
         self._thread: threading.Thread | None = None
         self.steps = 0  # batched steps run (for tests and benchmarks)
         self.largest_batch = 0
+        self.side_jobs = 0  # between_steps calls run by the driver
 
     @property
     def active(self) -> int:
@@ -102,6 +129,25 @@ class FrameBatcher:
             thread.join(timeout)
             return not thread.is_alive()
         return True
+
+    def between_steps(self, fn):
+        """``fn()`` run on the driver thread between two steps, under the model lock, and its
+        result returned here (its exception raised here). With no driver running (no take in the
+        batch) it runs here, under the model lock. Side jobs run in the order they were asked
+        for, before the next step."""
+        with self._cond:
+            job = None
+            if self._thread is not None:  # the driver checks for side jobs before it may end
+                job = _SideJob(fn)
+                self._side.append(job)
+                self._cond.notify_all()
+        if job is None:
+            with self._model_lock:
+                return fn()
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+        return job.result
 
     def frames(self, prompt: np.ndarray, params: GenerationParams, *, cancel: threading.Event | None = None,
                stats: GenerationStats | None = None, prefix_len: int = 0) -> Iterator[Frame]:
@@ -151,12 +197,17 @@ class FrameBatcher:
     def _drive(self) -> None:
         while True:
             with self._cond:
-                if not self._waiting and not self._active:
+                if not self._waiting and not self._active and not self._side:
                     self._thread = None  # idle: the thread ends; the next take starts another
                     return
                 admit = self._waiting.popleft() if self._waiting and len(self._active) < self.max_batch else None
                 running = list(self._active)
+                side = list(self._side)
+                self._side.clear()
             with self._model_lock:
+                for job in side:
+                    job.run()
+                self.side_jobs += len(side)
                 if admit is not None:
                     self._prefill(admit)
                 if running:

@@ -170,6 +170,26 @@ class KernelLevel(Mode):
         return f"Unknown kernel level '{value}'. Use {cls.listing(' or ')}."
 
 
+class PrefillPath(Mode):
+    """How a quantized matrix multiplies the many rows of a prefill (engine.kernels.qmatrix):
+    int - the C integer kernels of the decode steps, 16 rows per call (where they run, with
+    precise activations: int16 for Q8_0, two int8 planes for K-quants; ~3x faster than exact
+    here, error ~1e-5 of |x||w|, and every row independent of the others); exact - each matrix
+    dequantized to float32 and multiplied by torch's float32 GEMM (the former path). The
+    environment variable S2_PREFILL spells the same."""
+
+    INT = "int"
+    EXACT = "exact"
+
+    @classmethod
+    def _missing_(cls, value):
+        return cls.__members__.get(str(value).strip().upper())
+
+    @classmethod
+    def unknown_message(cls, value) -> str:
+        return f"Unknown prefill path '{value}'. Use {cls.listing(' or ')}."
+
+
 class AttentionKernel(Mode):
     """Decode attention on the CPU (one query row: engine.kernels.attention): c - one C call per
     layer for every head of every request of the step (the default where the C kernels are

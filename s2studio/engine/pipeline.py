@@ -334,7 +334,16 @@ class Pipeline:
                 self.load()
                 timings.load_s = self.last_load_s
             batcher = self._frame_batcher()
-        yield from assemble_take(request, LocalTake(self, batcher.frames), job, timings)
+        # A CPU codec shares the cores with the batch's steps: its chunks run between them.
+        turn = batcher.between_steps if self._codec_shares_cores() else None
+        yield from assemble_take(request, LocalTake(self, batcher.frames, cpu_turn=turn), job, timings)
+
+    def _codec_shares_cores(self) -> bool:
+        """(under the lock) Whether the codec and some of the model's layers both run on the CPU."""
+        if self.codec.device.type != "cpu":
+            return False
+        stacks = [s for s in (self.model.w.slow, self.model.w.fast) if s is not None]
+        return any(lw.device.type == "cpu" for stack in stacks for lw in stack.layers)
 
     def _frame_batcher(self):
         """(under the lock) The batcher of the loaded model; a reload gets a new one (takes
@@ -371,8 +380,11 @@ class LocalTake:
 
     verb = "synthesized"
 
-    def __init__(self, pipeline: Pipeline, frame_source):
+    def __init__(self, pipeline: Pipeline, frame_source, cpu_turn=None):
+        """``cpu_turn``: runs a codec chunk's decode in turn with other CPU work (the batcher's
+        ``between_steps``); None: here, at once."""
         self.pipeline = pipeline
+        self.cpu_turn = cpu_turn
         self.model, self.codec, self.tokenizer = pipeline.model, pipeline.codec, pipeline.tokenizer
         self.frame_source = frame_source
         self.sample_rate = self.codec.sample_rate
@@ -482,10 +494,16 @@ class LocalTake:
 
     def _decode_chunk(self, decoder, pending: list[np.ndarray], frames_so_far: int, segment: int, n_seg: int,
                       timings: Timings) -> AudioChunk:
-        t = time.perf_counter()
-        with self.pipeline._codec_lock:
-            samples = decoder.feed(np.stack(pending, axis=1))
-        timings.decode_s += time.perf_counter() - t
+        codes = np.stack(pending, axis=1)
+
+        def decode() -> np.ndarray:
+            with self.pipeline._codec_lock:
+                t = time.perf_counter()
+                samples = decoder.feed(codes)
+                timings.decode_s += time.perf_counter() - t  # the codec's own time, not the wait
+                return samples
+
+        samples = decode() if self.cpu_turn is None else self.cpu_turn(decode)
         if not np.isfinite(samples).all():  # NaN/Inf codec weights: one message, never a NaN WAV
             raise ModelFileError(decoder.codec.path,
                                  "the audio codec produced non-finite samples (NaN or infinity): its "

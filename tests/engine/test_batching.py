@@ -286,3 +286,55 @@ def test_eight_takes_with_a_voice_prefix_equal_alone(make_tiny_model, quant):
         np.testing.assert_array_equal(got[i], want[i], err_msg=f"take {i}")
     s = cache.stats()
     assert s.entries == 1 and s.misses == 1 and s.hits == MAX_BATCH - 1
+
+
+def test_side_jobs_run_on_the_driver_between_steps():
+    """A take's CPU work handed to ``between_steps`` (the pipeline's codec chunks) runs on the
+    driver thread under the model lock, so never during a step; its result and its exception
+    come back to the caller; with no driver running it runs in the caller, under the lock."""
+    model = golden_model("tts_f32")
+    lock = threading.RLock()
+    batcher = FrameBatcher(model, IM_END, model_lock=lock)
+    seen: list = []
+
+    def where():
+        seen.append((threading.current_thread().name, lock._is_owned()))
+        return len(seen)
+
+    assert batcher.between_steps(where) == 1 and seen[-1] == (threading.current_thread().name, True)
+    errors: list = []
+
+    def consume(i: int) -> None:
+        try:
+            for n, _ in enumerate(batcher.frames(TTS_PROMPT, params(8, seed=i))):
+                if i == 0 and n in (2, 5):
+                    batcher.between_steps(where)
+                    with pytest.raises(ZeroDivisionError):
+                        batcher.between_steps(lambda: 1 / 0)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
+    assert seen[1:] == [("s2studio-batch", True)] * 2
+    assert batcher.side_jobs == 4
+    assert batcher.wait_idle(30)
+
+
+def test_pipeline_decodes_batched_audio_between_steps(clone_pipeline):
+    """On the CPU the batched takes' codec chunks go through the batcher (the codec and the
+    model share the cores); the audio is the take's own (test above: equal to alone)."""
+    assert clone_pipeline._codec_shares_cores()
+    before = clone_pipeline._batcher.side_jobs if clone_pipeline._batcher is not None else 0
+    jobs = [clone_pipeline.synthesize(r, batched=True) for r in pipeline_requests()[:2]]
+    threads = [threading.Thread(target=job.run_to_end) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert all(job.result is not None and not job.result.cancelled for job in jobs)
+    assert clone_pipeline._batcher.side_jobs > before  # chunks decoded by the driver, between steps

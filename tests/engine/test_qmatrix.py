@@ -12,7 +12,10 @@ import torch
 
 pytest.importorskip("numba")
 
+from s2studio.engine.kernels import backend, intdot  # noqa: E402
 from s2studio.engine.kernels import common as kcommon  # noqa: E402
+from s2studio.engine.kernels.backend import KernelSettings  # noqa: E402
+from s2studio.devtools.quant_blocks import dequantized, random_blocks  # noqa: E402
 from s2studio.engine.model.generate import GenerationParams, generate_codes  # noqa: E402
 from s2studio.engine.model.loader import load_dual_ar  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
@@ -46,15 +49,41 @@ def test_q8_0_gemv_matches_dequantize_then_matmul(rows, cols, m):
     assert np.abs(got - want).max() <= GEMV_REL * np.abs(want).max()
 
 
-def test_q8_0_many_rows_use_exact_float32_gemm():
+def test_q8_0_many_rows_exact_prefill_is_a_float32_gemm():
     raw, deq = q8_matrix(40, 256, 3)
     x = torch.randn(kcommon.MAX_KERNEL_ROWS + 4, 256, generator=torch.Generator().manual_seed(0))
-    got = QuantMatrix("Q8_0", raw, (40, 256)).matmul_t(x)
+    with backend.configured(KernelSettings(prefill="exact")):
+        got = QuantMatrix("Q8_0", raw, (40, 256)).matmul_t(x)
     want = x.double() @ torch.from_numpy(deq).double().T
     rel = ((got - want).abs().max() / want.abs().max()).item()
     assert rel < GEMV_REL  # exact weights, float32 activations: float32 summation only
     exact = torch.nn.functional.linear(x, torch.from_numpy(deq))
     torch.testing.assert_close(got, exact, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.skipif(not intdot.available(), reason="the C integer kernels are not built here")
+@pytest.mark.parametrize("type_name", ["Q8_0", "Q4_K"])
+def test_many_rows_int_prefill_rows_are_independent_and_precise(type_name):
+    """The default prefill of a quantized matrix: the integer kernels, 16 rows a call. Each row
+    gets exactly what it gets alone (a prompt split in two calls, or several takes' prompts in
+    one, gives every row the same numbers), within the precise activations' bound of the
+    exact product (test_intdot.py's INT8X2_REL, relative to |x||w|)."""
+    raw = random_blocks(type_name, 48, 512, 7)
+    deq = torch.from_numpy(dequantized(type_name, raw, 512))
+    q = QuantMatrix(type_name, raw, (48, 512))
+    assert q.rows_independent()
+    x = torch.randn(2 * kcommon.MAX_KERNEL_ROWS + 7, 512, generator=torch.Generator().manual_seed(1))
+    got = q.matmul_t(x)
+    alone = torch.cat([q.matmul_t(x[i:i + 1]) for i in range(x.shape[0])])
+    assert torch.equal(got, alone)
+    assert torch.equal(q.matmul_t(x[5:30]), got[5:30])  # another split, another row count
+    want = x.double() @ deq.double().T
+    scale = x.double().norm(dim=1)[:, None] * deq.double().norm(dim=1)[None, :]
+    assert ((got.double() - want).abs() / scale).max().item() < 3e-5
+    with backend.configured(KernelSettings(prefill="exact")):
+        assert not q.rows_independent()
+    with backend.configured(KernelSettings(int_dot="int8")):  # one coarse plane: never for a prompt
+        assert not q.rows_independent()
 
 
 def test_q8_0_rows_and_float32_are_bit_exact():

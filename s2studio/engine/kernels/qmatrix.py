@@ -5,11 +5,14 @@ itself (the OS shares them with its page cache), and nothing is dequantized at l
 - decode steps (a few activation rows): the quantized GEMV kernel that ``backend`` chooses: for
   K-quants and Q8_0 the C integer kernel (``intdot``: activations as int8 planes, int16 for
   Q8_0) where it is built and not switched off, else the numba kernel with float32 activations;
-- prefill (many rows): ``prefill_linear``: the matrix is dequantized to its exact float32 values
-  a chunk of rows at a time and multiplied by torch's float32 GEMM (as the float16 path does);
+- prefill (many rows): where the decode runs on the C integer kernels with precise activations,
+  the same kernels, 16 rows per call (``backend.int_prefill``; rows independent of each other,
+  ~3x faster than the exact path on this machine's VNNI); otherwise ``prefill_linear``: the
+  matrix is dequantized to its exact float32 values a chunk of rows at a time and multiplied by
+  torch's float32 GEMM (as the float16 path does);
 - embedding lookups: only the requested rows are dequantized.
 
-Why float32 and not bfloat16 for the prefill: s2.cpp multiplies by the exact values the file
+Why float32 and not bfloat16 for the exact prefill: s2.cpp multiplies by the exact values the file
 holds, and bfloat16 (8 significant bits) holds none of them exactly. A value q*d (q an integer,
 d the block's float16 scale) rounds by up to |q|/256 of a quantization step d: half a step for
 Q8_0 (|q| <= 128), as coarse as the file itself; 1/8 step for Q6_K; and for the K-quants with a
@@ -129,6 +132,8 @@ class QuantMatrix:
         x = x.float()
         m = x.shape[0]
         if m > kcommon.MAX_KERNEL_ROWS:
+            if self.rows_independent():
+                return self._int_rows(x)
             return prefill_linear(x, tuple(self.shape), self._fill_rows)
         kcommon.sync_threads(torch.get_num_threads())
         xn = np.ascontiguousarray(x.detach().numpy())
@@ -137,6 +142,24 @@ class QuantMatrix:
             intdot.gemv(self.type_name, self.raw, xn, out)
         else:
             self.kernels.gemv(self.raw, xn, out, kcommon.F16_TABLE)
+        return torch.from_numpy(out)
+
+    def rows_independent(self) -> bool:
+        """Whether every activation row's result is the same however many rows one call has
+        (and whatever they are): true where prefills run on the integer kernels
+        (``backend.int_prefill``), whose rows never mix; the exact prefill's GEMM is not
+        (torch picks its kernel, so its summation order, by the row count)."""
+        return self.int_dot and backend.int_prefill(self.type_name)
+
+    def _int_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """Many rows (a prefill) on the integer kernels, ``MAX_KERNEL_ROWS`` per call: each call
+        reads the matrix once for its rows. Row results are those of any other split."""
+        kcommon.sync_threads(torch.get_num_threads())
+        xn = np.ascontiguousarray(x.detach().numpy())
+        out = np.empty((xn.shape[0], self.shape[0]), np.float32)
+        step = kcommon.MAX_KERNEL_ROWS
+        for a in range(0, xn.shape[0], step):
+            intdot.gemv(self.type_name, self.raw, xn[a:a + step], out[a:a + step])
         return torch.from_numpy(out)
 
     def _fill_rows(self, r0: int, r1: int, out: torch.Tensor) -> None:

@@ -10,10 +10,10 @@ in two calls, the prefix then the rest (:func:`prefill_prompt`), whether the pre
 now or copied from an entry. So the rest's rows see the same numbers either way: the prefix's
 keys and values as the KV cache stores them (float16-rounded, as a decode step sees them), and
 the same row count in every GEMM. Splitting the prompt is what makes the cache exact: the
-prefill's rows are not independent of how many are computed together (torch's float32 GEMM
-picks its kernel by the row count, up to 16 rows go to the integer GEMV kernels, and in one
-call the rows attend to each other's unrounded keys), so a cached prefix followed by the rest
-could never equal one call over the whole prompt. What a split costs, measured on the golden
+prefill's rows are not independent of how many are computed together (in one call the rows
+attend to each other's unrounded keys; and on the exact prefill path torch's float32 GEMM picks
+its kernel by the row count), so a cached prefix followed by the rest could never equal one
+call over the whole prompt. What a split costs, measured on the golden
 models, is in docs/performance.md ("Voice prefix cache").
 
 An entry is keyed by everything that changes its numbers: the prefix's tokens (voice codes,

@@ -244,7 +244,8 @@ def split_qkv(qkv: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig
 # it could change the numbers:
 # - the quantized GEMV kernels compute every activation row with the same per-row arithmetic
 #   for any m ≤ MAX_KERNEL_ROWS (tests/engine/test_batching.py checks m=1 against m=B), so all
-#   rows go through one call and each weight is read once for the whole batch;
+#   rows go through one call and each weight is read once for the whole batch; where prefills
+#   run on the same kernels (``QuantMatrix.rows_independent``) that holds for any m;
 # - torch's float32 GEMM is not row-independent (MKL takes a GEMV path for one row and a GEMM
 #   path, another summation order, for more), and float16/bfloat16/GPU kernels give no promise
 #   either, so a torch weight is applied per request, with that request's own row count.
@@ -254,8 +255,8 @@ def linear_grouped(x: torch.Tensor, w: Weight, sizes: list[int]) -> torch.Tensor
     what ``linear`` of that group alone gives; quantized weights are read once for all."""
     if len(sizes) == 1:
         return linear(x, w)
-    if isinstance(w, QuantMatrix) and x.shape[0] <= kcommon.MAX_KERNEL_ROWS \
-            and max(sizes) <= kcommon.MAX_KERNEL_ROWS:
+    if isinstance(w, QuantMatrix) and (w.rows_independent() or (
+            x.shape[0] <= kcommon.MAX_KERNEL_ROWS and max(sizes) <= kcommon.MAX_KERNEL_ROWS)):
         return linear(x, w)
     return torch.cat([linear(part, w) for part in x.split(sizes)])
 

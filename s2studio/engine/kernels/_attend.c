@@ -24,7 +24,11 @@
  * Levels: scalar (portable C, libm expf; what AArch64 runs, vectorized by the compiler where it
  * can), AVX2+FMA+F16C (the avx2 and avxvnni levels), AVX-512F (the avx512 levels), with a
  * polynomial exp (Cephes' expf: ~1 ulp on the softmax's range). A head size that is not a
- * multiple of the vector width (only tiny test models) takes the scalar path.
+ * multiple of a level's vector width (only tiny test models) takes the next narrower path.
+ *
+ * Store: after attending, the task may write its KV head's fresh k/v at position pos0 of the
+ * cache, as KVCache.store does (rounded to float16 with torch's .half() bits, or as is): no
+ * task of the call reads that position (they read 0..pos0-1 and the fresh rows).
  */
 
 #define S2A_MAX_HD 512     /* head sizes above this go to torch (S2 Pro: 128; tiny models: 16) */

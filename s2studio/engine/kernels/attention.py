@@ -1,6 +1,7 @@
 """Decode attention in C (``_attend.c``, built into the ``_qdot`` extension): the one-query-row
-case of ``transformer.attend`` (a decode step: the Slow-AR's step, the Fast-AR's codebooks
-2..9) for caches on the CPU, every head of every request of a step in one call.
+case of ``transformer.attend`` (a decode step: the Slow-AR's step, each Fast-AR call; the
+Fast-AR's first call, two rows, runs as two) for caches on the CPU, every head of every
+request of a step in one call, which also stores the fresh k/v in the cache.
 
 Why: at one query row attention is almost no bytes but ~15 small torch calls per layer, ~12 %
 of a frame alone and more in a batched step, where it was paid once per request
@@ -37,8 +38,9 @@ _DTYPES = {torch.float32: 0, torch.float16: 1}
 
 
 # Below this much work (cached positions x query heads x head size, summed over the requests)
-# one thread does it all: starting the pool's threads costs more than it saves. Above it the
-# tasks are shared (and the cache is read from memory by both cores: ~2x at long contexts).
+# one thread does it all: starting the pool's threads costs more than it saves (one request at
+# 70-600 positions: no gain, measured). Above it the tasks are shared and both cores read the
+# caches from memory (8 takes at 600 positions: 1.4x; bench_attention.py --min-work 0).
 PARALLEL_MIN_WORK = 1 << 22
 
 _parallel = None

@@ -8,6 +8,8 @@ Numerical choices that matter for parity with s2.cpp (docs/spec/engine.md §2, �
   fresh float32 K/V. ``KVCache(round_f16=True)`` stores fp16-rounded values; ``attend`` then
   scores the current block against the fresh values. This cuts the logit error ~25×.
 - The residual stream, norms and softmax stay float32; a matmul runs in the weights' dtype.
+- A CPU decode step's attention runs in C (``kernels.attention``: the same maths, another
+  summation order), which also stores the step's k/v; prefill and GPUs use :func:`attend`'s torch.
 
 The block is written once (:func:`layer_forward`, run by :func:`run_stack`); the decode paths
 differ only in the context it runs in (:class:`LayerContext`): :class:`DynamicContext` (one

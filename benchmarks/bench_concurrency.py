@@ -16,11 +16,16 @@ prompt, and exactly ``--frames`` frames (the model may not end early). Reported 
 Rounds interleave the Ns (1,2,4,8,1,2,4,8, ...), so a machine shared with other work slows
 every N alike; the load average before each run is printed beside it. Compare ratios within a
 run, never absolute times across machines.
+
+``--attention c,torch``: every round runs every N once per decode-attention path (the C
+kernel, torch's ops: ``KernelSettings.attention``), on the one loaded model; each path's
+"x alone" is against its own alone run.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 import statistics
@@ -34,6 +39,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from s2studio.engine.batching import MAX_BATCH, FrameBatcher  # noqa: E402
+from s2studio.engine.kernels import backend  # noqa: E402
 from s2studio.engine.model.generate import GenerationParams, GenerationStats, generate_frames  # noqa: E402
 from s2studio.engine.model.loader import load_dual_ar  # noqa: E402
 from s2studio.engine.threads import set_threads  # noqa: E402
@@ -110,7 +116,11 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
     ap.add_argument("--json", action="store_true", help="print JSON only")
+    ap.add_argument("--attention", default="", help="comma-separated decode attention paths to compare "
+                    "(c, torch); default: the kernel settings' (S2_ATTENTION)")
     a = ap.parse_args(argv)
+    attentions = [w.strip() for w in a.attention.split(",") if w.strip()] or [backend.settings().attention.value]
+    settings_for = {w: dataclasses.replace(backend.settings(), attention=w) for w in attentions}
     ns = [int(x) for x in a.concurrency.split(",")]
     if any(not 1 <= n <= MAX_BATCH for n in ns):
         ap.error(f"--concurrency values must be 1..{MAX_BATCH}")
@@ -126,47 +136,53 @@ def main(argv=None) -> int:
     runs: list[dict] = []
     alone_codes = None
     for r in range(a.rounds):
-        for n in ["alone", *ns]:
-            load = loadavg()
-            res = run_alone(model, im_end, a.frames, a.prompt_tokens) if n == "alone" else \
-                run_batched(model, im_end, n, a.frames, a.prompt_tokens)
-            res.update(round=r, n=n, loadavg=load)
-            runs.append(res)
-            # Take 0 has the alone run's prompt and seed: batched, it must make the same codes.
-            codes0 = res.pop("codes0")
-            if n == "alone":
-                alone_codes = codes0
-            else:
-                res["same_codes_as_alone"] = bool(np.array_equal(codes0, alone_codes))
-            if not a.json:
-                ms = res["ms_frame"]
-                print(f"round {r} N={n!s:>5}: ms/frame {statistics.mean(ms):7.1f} (takes {min(ms):.1f}-{max(ms):.1f}), "
-                      f"wall {res['wall_s']:.1f} s, load {load}, same codes as alone: "
-                      f"{res.get('same_codes_as_alone', '-')}", file=sys.stderr)
+        for att in attentions:
+            with backend.configured(settings_for[att]):
+                for n in ["alone", *ns]:
+                    load = loadavg()
+                    res = run_alone(model, im_end, a.frames, a.prompt_tokens) if n == "alone" else \
+                        run_batched(model, im_end, n, a.frames, a.prompt_tokens)
+                    res.update(round=r, n=n, loadavg=load, attention=att)
+                    runs.append(res)
+                    # Take 0 has the alone run's prompt and seed: batched, it must make the same codes.
+                    codes0 = res.pop("codes0")
+                    if n == "alone":
+                        alone_codes = codes0
+                    else:
+                        res["same_codes_as_alone"] = bool(np.array_equal(codes0, alone_codes))
+                    if not a.json:
+                        ms = res["ms_frame"]
+                        print(f"round {r} attention {att} N={n!s:>5}: ms/frame {statistics.mean(ms):7.1f} "
+                              f"(takes {min(ms):.1f}-{max(ms):.1f}), wall {res['wall_s']:.1f} s, load {load}, "
+                              f"same codes as alone: {res.get('same_codes_as_alone', '-')}", file=sys.stderr)
 
-    def summary(n) -> dict:
-        rs = [x for x in runs if x["n"] == n]
+    def summary(n, att) -> dict:
+        rs = [x for x in runs if x["n"] == n and x["attention"] == att]
         means = [statistics.mean(x["ms_frame"]) for x in rs]
         k = 1 if n == "alone" else n
-        return {"n": n, "ms_frame_mean": [round(m, 1) for m in means],
+        return {"n": n, "attention": att, "ms_frame_mean": [round(m, 1) for m in means],
                 "frames_per_s": [round(k * 1000 / m, 2) for m in means],
                 "wall_s": [round(x["wall_s"], 1) for x in rs], "loadavg": [x["loadavg"] for x in rs],
                 "same_codes_as_alone": all(x.get("same_codes_as_alone", True) for x in rs)}
 
-    rows = [summary(n) for n in ["alone", *ns]]
-    base = rows[0]["ms_frame_mean"]
-    for row in rows:
-        row["x_alone_ms_frame"] = [round(m / b, 2) for m, b in zip(row["ms_frame_mean"], base)]
-        row["x_alone_throughput"] = [round(f * b / 1000, 2) for f, b in zip(row["frames_per_s"], base)]
+    rows = []
+    for att in attentions:
+        block = [summary(n, att) for n in ["alone", *ns]]
+        base = block[0]["ms_frame_mean"]
+        for row in block:
+            row["x_alone_ms_frame"] = [round(m / b, 2) for m, b in zip(row["ms_frame_mean"], base)]
+            row["x_alone_throughput"] = [round(f * b / 1000, 2) for f, b in zip(row["frames_per_s"], base)]
+        rows += block
     out = {"model": str(a.model), "threads": threads, "frames": a.frames, "prompt_tokens": a.prompt_tokens,
            "load_s": round(load_s, 1), "rows": rows}
     print(json.dumps(out, indent=None if a.json else 1))
     if not a.json:
-        print("\n| N | ms/frame per take | × alone | frames/s (all takes) | × alone | load avg |", file=sys.stderr)
-        print("|---|---|---|---|---|---|", file=sys.stderr)
+        print("\n| attention | N | ms/frame per take | × alone | frames/s (all takes) | × alone | load avg |",
+              file=sys.stderr)
+        print("|---|---|---|---|---|---|---|", file=sys.stderr)
         for row in rows:
             rng = lambda xs: f"{min(xs):g}–{max(xs):g}" if len(xs) > 1 else f"{xs[0]:g}"  # noqa: E731
-            print(f"| {row['n']} | {rng(row['ms_frame_mean'])} | {rng(row['x_alone_ms_frame'])} | "
+            print(f"| {row['attention']} | {row['n']} | {rng(row['ms_frame_mean'])} | {rng(row['x_alone_ms_frame'])} | "
                   f"{rng(row['frames_per_s'])} | {rng(row['x_alone_throughput'])} | "
                   f"{', '.join(row['loadavg'])} |", file=sys.stderr)
     return 0

@@ -104,3 +104,15 @@ def test_bench_voice_cache_checks_the_cache_is_sample_identical(tmp_path):
     assert doc["identical"] is True
     assert set(doc["medians"]) == {f"{m}/{n}" for m in ("off", "cold", "warm") for n in (1, 3)}
     assert "prefill of 3 sentences / 1 sentence, cache warm" in r.stdout
+
+
+def test_bench_attention_compares_both_paths():
+    """bench_attention.py runs every case on torch's path and the C kernel's (a tiny run: the
+    table's shape, not its times)."""
+    pytest.importorskip("s2studio.engine.kernels._qdot")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_attention.py"), "--rounds", "1",
+                        "--positions", "3", "--batch", "2"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| ") and "case" not in line]
+    assert [row.split("|")[1].strip() for row in rows] == ["slow@3", "fast", "batch 2 slow@3"]
+    assert all(row.rstrip(" |").endswith("x") for row in rows)

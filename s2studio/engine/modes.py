@@ -190,6 +190,24 @@ class PrefillPath(Mode):
         return f"Unknown prefill path '{value}'. Use {cls.listing(' or ')}."
 
 
+class AttentionKernel(Mode):
+    """Decode attention on the CPU (one query row: engine.kernels.attention): c - one C call per
+    layer for every head of every request of the step (the default where the C kernels are
+    built); torch - torch's ops, as prefill, GPUs and shapes the C kernel does not take use.
+    The environment variable S2_ATTENTION spells the same."""
+
+    C = "c"
+    TORCH = "torch"
+
+    @classmethod
+    def _missing_(cls, value):
+        return cls.__members__.get(str(value).strip().upper())
+
+    @classmethod
+    def unknown_message(cls, value) -> str:
+        return f"Unknown attention kernel '{value}'. Use {cls.listing(' or ')}."
+
+
 class GemvSchedule(Mode):
     """How the integer GEMV's rows are shared among threads: dynamic - threads claim small
     tasks, so one the OS deschedules does not hold the others up; static - equal shares."""

@@ -17,6 +17,9 @@
  * levels to the x86 scalar level that tests/engine/test_intdot.py checks against float math.
  * Blocks are random bytes with sane float16 scales (every bit pattern of the other fields is a
  * valid block); activations are random floats quantized by the file's own quantizers.
+ * It also checks the decode attention kernel (_attend.c) at every level: against a double
+ * computation within the bound of tests/engine/test_attend_kernel.py, batched == alone bit for
+ * bit, and the float16 store (check_attend).
  * Exit status 0 when every check passed; one line per failure otherwise. */
 #define S2Q_NO_PYTHON 1
 #include "../../s2studio/engine/kernels/_qdot.c"
@@ -124,6 +127,112 @@ static void check_shape(const tinfo *t, int64_t rows, int64_t wcols, int64_t *n_
     free(raw);
 }
 
+/* Decode attention (_attend.c) at every level: against a double-precision computation within
+ * 2 float32 ulps of max|v| (1 + max |qs||k|) (tests/engine/test_attend_kernel.py's bound),
+ * two requests in one call bit-identical to each alone, and the fused store's float16 rounding
+ * against the portable conversion. f16: the cache holds float16. */
+static void check_attend(int lv, int64_t h, int64_t hkv, int64_t hd, int64_t pos0, int f16, int64_t *n_checks) {
+    int64_t cap = pos0 + 2, g = h / hkv;
+    float *q = malloc(sizeof(float) * h * hd * 2), *kn = malloc(sizeof(float) * hkv * hd * 2);
+    float *vn = malloc(sizeof(float) * hkv * hd * 2), *out = malloc(sizeof(float) * h * hd * 2);
+    float *one = malloc(sizeof(float) * h * hd);
+    size_t esz = f16 ? 2 : 4;
+    unsigned char *kc = malloc(esz * hkv * cap * 2 * hd), *vc = malloc(esz * hkv * cap * 2 * hd);
+    for (int64_t i = 0; i < h * hd * 2; i++) q[i] = rndf() * 2.0f;
+    for (int64_t i = 0; i < hkv * hd * 2; i++) { kn[i] = rndf(); vn[i] = rndf(); }
+    for (int64_t i = 0; i < hkv * cap * 2 * hd; i++) {
+        float a = rndf(), b = rndf();
+        if (f16) { ((uint16_t *)kc)[i] = s2a_f32_to_f16(a); ((uint16_t *)vc)[i] = s2a_f32_to_f16(b); }
+        else { ((float *)kc)[i] = a; ((float *)vc)[i] = b; }
+    }
+    /* request r: q/k/v rows r of 2 (k/v as layer_forward's (hkv, 2, hd)), its own cache half */
+    int64_t table[2][S2A_FIELDS];
+    for (int r = 0; r < 2; r++) {
+        int64_t t[S2A_FIELDS] = {(int64_t)(intptr_t)(q + r * h * hd), (int64_t)(intptr_t)(kn + r * hd),
+                                 (int64_t)(intptr_t)(vn + r * hd), (int64_t)(intptr_t)(kc + r * esz * hkv * cap * hd),
+                                 (int64_t)(intptr_t)(vc + r * esz * hkv * cap * hd),
+                                 (int64_t)(intptr_t)(out + r * h * hd), pos0 + r, cap * hd, 2 * hd, 0};
+        memcpy(table[r], t, sizeof t);
+    }
+    level = lv;
+    if (s2q_attend_all((int64_t)(intptr_t)table, 2, h, hkv, hd, f16) != 0) {
+        printf("FAIL attend %s: refused h=%lld hd=%lld\n", LEVEL_NAMES[lv], (long long)h, (long long)hd);
+        failures++;
+    }
+    for (int r = 0; r < 2; r++) {
+        int64_t p0 = pos0 + r, t1[S2A_FIELDS];
+        memcpy(t1, table[r], sizeof t1);
+        t1[5] = (int64_t)(intptr_t)one;
+        s2q_attend_all((int64_t)(intptr_t)t1, 1, h, hkv, hd, f16);
+        if (memcmp(one, out + r * h * hd, sizeof(float) * h * hd) != 0) {
+            printf("FAIL attend %s: batched != alone (h=%lld hd=%lld pos0=%lld)\n", LEVEL_NAMES[lv], (long long)h,
+                   (long long)hd, (long long)p0);
+            failures++;
+        }
+        const unsigned char *kr = kc + r * esz * hkv * cap * hd, *vr = vc + r * esz * hkv * cap * hd;
+        for (int64_t i = 0; i < h; i++) {
+            int64_t kh = i / g;
+            double sc[4200], mx = -1e300, sum = 0.0, maxv = 0.0, reach = 0.0, qn = 0.0;
+            float scale = (float)(1.0 / sqrt((double)hd));
+            for (int64_t d = 0; d < hd; d++) { double x = (double)(q[r * h * hd + i * hd + d] * scale); qn += x * x; }
+            for (int64_t j = 0; j <= p0; j++) {
+                double dot = 0.0, kk = 0.0;
+                for (int64_t d = 0; d < hd; d++) {
+                    double kv = j < p0 ? (f16 ? f16_to_f32(((const uint16_t *)kr)[(kh * cap + j) * hd + d])
+                                              : ((const float *)kr)[(kh * cap + j) * hd + d])
+                                       : kn[kh * 2 * hd + r * hd + d];
+                    dot += (double)(q[r * h * hd + i * hd + d] * scale) * kv;
+                    kk += kv * kv;
+                }
+                sc[j] = dot;
+                mx = dot > mx ? dot : mx;
+                reach = sqrt(qn * kk) > reach ? sqrt(qn * kk) : reach;
+            }
+            for (int64_t j = 0; j <= p0; j++) { sc[j] = exp(sc[j] - mx); sum += sc[j]; }
+            for (int64_t d = 0; d < hd; d++) {
+                double o = 0.0;
+                for (int64_t j = 0; j <= p0; j++) {
+                    double vv = j < p0 ? (f16 ? f16_to_f32(((const uint16_t *)vr)[(kh * cap + j) * hd + d])
+                                              : ((const float *)vr)[(kh * cap + j) * hd + d])
+                                       : vn[kh * 2 * hd + r * hd + d];
+                    o += sc[j] / sum * vv;
+                    maxv = fabs(vv) > maxv ? fabs(vv) : maxv;
+                }
+                sc[p0 + 1 + d] = o;  /* after the scores: kept for the comparison below */
+            }
+            double tol = 2.0 * ldexp(1.0, -23) * maxv * (1.0 + reach);
+            for (int64_t d = 0; d < hd; d++) {
+                double err = fabs(out[r * h * hd + i * hd + d] - sc[p0 + 1 + d]);
+                if (!(err <= tol)) {
+                    printf("FAIL attend %s: h=%lld hd=%lld pos0=%lld f16=%d head %lld: error %.3g > %.3g\n",
+                           LEVEL_NAMES[lv], (long long)h, (long long)hd, (long long)p0, f16, (long long)i, err, tol);
+                    failures++;
+                    break;
+                }
+            }
+            (*n_checks)++;
+        }
+    }
+    /* the fused store: rounded to float16 as the portable conversion does */
+    int64_t st[S2A_FIELDS];
+    memcpy(st, table[0], sizeof st);
+    st[9] = 2;
+    s2q_attend_all((int64_t)(intptr_t)st, 1, h, hkv, hd, f16);
+    for (int64_t kh = 0; kh < hkv; kh++)
+        for (int64_t d = 0; d < hd; d++) {
+            uint16_t want = s2a_f32_to_f16(kn[kh * 2 * hd + d]);
+            int ok = f16 ? ((const uint16_t *)kc)[(kh * cap + pos0) * hd + d] == want
+                         : ((const float *)kc)[(kh * cap + pos0) * hd + d] == f16_to_f32(want);
+            if (!ok) {
+                printf("FAIL attend %s: stored k differs (hd=%lld f16=%d)\n", LEVEL_NAMES[lv], (long long)hd, f16);
+                failures++;
+                kh = hkv;
+                break;
+            }
+        }
+    free(q); free(kn); free(vn); free(out); free(one); free(kc); free(vc);
+}
+
 int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[1], "--bound") == 0) bound = atof(argv[2]);
     init_tables();
@@ -149,6 +258,18 @@ int main(int argc, char **argv) {
         }
         printf("  %lld comparisons; scalar outputs hash %016llx\n", (long long)n, (unsigned long long)hash);
     }
+    int64_t na = 0;
+    const int64_t ashapes[][3] = {{32, 8, 128}, {4, 2, 16}, {6, 3, 12}, {8, 2, 40}};
+    const int64_t apos[] = {1, 5, 70, 300};
+    for (int lv = 0; lv < N_LEVELS; lv++) {
+        if (!level_offered[lv]) continue;
+        for (size_t si = 0; si < sizeof ashapes / sizeof ashapes[0]; si++)
+            for (size_t pi = 0; pi < sizeof apos / sizeof apos[0]; pi++)
+                for (int f16 = 0; f16 < 2; f16++)
+                    check_attend(lv, ashapes[si][0], ashapes[si][1], ashapes[si][2], apos[pi], f16, &na);
+    }
+    level = best_level;
+    printf("attention: %lld heads checked\n", (long long)na);
     printf(failures ? "FAILED: %d\n" : "OK\n", failures);
     return failures ? 1 : 0;
 }

@@ -1486,6 +1486,9 @@ void s2q_gemv_tasks(int64_t type, int64_t raw, int64_t row_bytes, int64_t rows, 
     }
 }
 
+/* Decode attention (transformer.attend's one-row case): its own file, built as part of this one. */
+#include "_attend.c"
+
 #ifndef S2Q_NO_PYTHON
 /* ---- Python module: introspection and addresses only; the work is called from numba ---- */
 
@@ -1558,10 +1561,48 @@ static PyObject *py_preload(PyObject *self, PyObject *args) {
 
 static PyObject *py_addresses(PyObject *self, PyObject *args) {
     (void)self; (void)args;
-    return Py_BuildValue("{s:K,s:K,s:K,s:K}", "s2q_gemv_rows", (unsigned long long)(uintptr_t)&s2q_gemv_rows,
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "s2q_gemv_rows", (unsigned long long)(uintptr_t)&s2q_gemv_rows,
                          "s2q_gemv_tasks", (unsigned long long)(uintptr_t)&s2q_gemv_tasks,
                          "s2q_quantize_q8k", (unsigned long long)(uintptr_t)&s2q_quantize_q8k,
-                         "s2q_quantize_i16", (unsigned long long)(uintptr_t)&s2q_quantize_i16);
+                         "s2q_quantize_i16", (unsigned long long)(uintptr_t)&s2q_quantize_i16,
+                         "s2q_attend_tasks", (unsigned long long)(uintptr_t)&s2q_attend_tasks);
+}
+
+/* Integer arguments of a fast call (pointers as ints); -1 with an exception set on a bad one. */
+static int int_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, int64_t *out, const char *name) {
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd integer arguments (%zd given)", name, want, nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < want; i++) {
+        out[i] = (int64_t)PyLong_AsLongLong(args[i]);
+        if (out[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+/* attend(q, k_new, v_new, k_cache, v_cache, out, pos0, stride, new_stride, store, h, hkv, hd, f16) -> 0 or -1:
+ * one request's decode attention in the calling thread, without the GIL (see _attend.c). */
+static PyObject *py_attend(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    int64_t a[14], rc;
+    if (int_args(args, nargs, 14, a, "attend") < 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = s2q_attend_all((int64_t)(intptr_t)a, 1, a[10], a[11], a[12], a[13]);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLongLong((long long)rc);
+}
+
+/* attend_many(seqs, n_seqs, h, hkv, hd, f16) -> 0 or -1: several requests (a table of
+ * S2A_FIELDS int64 each at address seqs), in the calling thread, without the GIL. */
+static PyObject *py_attend_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    int64_t a[6], rc;
+    if (int_args(args, nargs, 6, a, "attend_many") < 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = s2q_attend_all(a[0], a[1], a[2], a[3], a[4], a[5]);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLongLong((long long)rc);
 }
 
 static PyMethodDef METHODS[] = {
@@ -1574,6 +1615,11 @@ static PyMethodDef METHODS[] = {
     {"preload", py_preload, METH_VARARGS,
      "preload(path, flags): dlopen a shared library with the GIL released (see _qdot.c)."},
     {"addresses", py_addresses, METH_NOARGS, "Entry-point addresses, for numba's linker."},
+    {"attend", (PyCFunction)(void (*)(void))py_attend, METH_FASTCALL,
+     "attend(q, k_new, v_new, k_cache, v_cache, out, pos0, stride, new_stride, store, h, hkv, hd, f16): one request's "
+     "decode attention (addresses as ints; see _attend.c). Returns 0, or -1 for a shape it does not take."},
+    {"attend_many", (PyCFunction)(void (*)(void))py_attend_many, METH_FASTCALL,
+     "attend_many(seqs, n_seqs, h, hkv, hd, f16): several requests' decode attention (see _attend.c)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_qdot",
@@ -1592,6 +1638,8 @@ PyMODINIT_FUNC PyInit__qdot(void) {
         PyModule_AddIntConstant(mod, "Q2_K", T_Q2_K);
         PyModule_AddIntConstant(mod, "Q8_0", T_Q8_0);
         PyModule_AddIntConstant(mod, "Q8_0_I16", T_Q8_0_I16);
+        PyModule_AddIntConstant(mod, "ATTEND_FIELDS", S2A_FIELDS);
+        PyModule_AddIntConstant(mod, "ATTEND_MAX_HEAD_DIM", S2A_MAX_HD);
     }
     return mod;
 }

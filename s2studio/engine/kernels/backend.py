@@ -14,9 +14,10 @@ shared among threads, and its instruction-set level), a process-wide setting: th
 share one thread pool and compiled code. ``configure`` sets it (tests: ``configured`` for a
 block); until then it is read once, at first use, from the environment variables that used to
 select it at import: ``S2_INT_DOT`` (2 precise, 1 one int8 plane, 0 numba) and
-``S2_GEMV_SCHEDULE`` (dynamic, static), so A/B runs of a benchmark keep working, and
-``S2_KERNEL_LEVEL`` (best, or a level this CPU offers, e.g. avx2 or avxvnni), and ``S2_PREFILL``
-(int, exact: how a prefill's many rows are multiplied, ``PrefillPath``). ``describe`` is the line the loader logs
+``S2_GEMV_SCHEDULE`` (dynamic, static), so A/B runs of a benchmark keep working,
+``S2_KERNEL_LEVEL`` (best, or a level this CPU offers, e.g. avx2 or avxvnni), ``S2_PREFILL``
+(int, exact: how a prefill's many rows are multiplied, ``PrefillPath``), and ``S2_ATTENTION``
+(c, torch: the decode attention kernel, ``attention``). ``describe`` is the line the loader logs
 and ``s2studio --self-test`` prints.
 """
 
@@ -30,7 +31,7 @@ from enum import Enum
 from typing import Iterable, Iterator, Mapping
 
 from s2studio.engine.kernels import common as kcommon
-from s2studio.engine.modes import GemvSchedule, IntDot, KernelLevel, PrefillPath
+from s2studio.engine.modes import AttentionKernel, GemvSchedule, IntDot, KernelLevel, PrefillPath
 from s2studio.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ INT_DOT_ENV = "S2_INT_DOT"
 SCHEDULE_ENV = "S2_GEMV_SCHEDULE"
 LEVEL_ENV = "S2_KERNEL_LEVEL"
 PREFILL_ENV = "S2_PREFILL"
+ATTENTION_ENV = "S2_ATTENTION"
 
 
 @dataclass(frozen=True)
@@ -48,20 +50,23 @@ class KernelSettings:
     hold the GEMV up; static, equal shares, kept to measure the difference: docs/performance.md,
     "A busy machine"), and the C kernels' instruction set (``KernelLevel``: the best this CPU
     offers, or one forced; every level gives the outputs the tests bound, and avxvnni gives
-    avx2's bit for bit), and how a prefill's many rows are multiplied (``PrefillPath``: on the
-    same integer kernels, or exactly). Words are accepted and checked here, once; whether this
-    CPU offers a forced level is checked where it is applied (``configure``)."""
+    avx2's bit for bit), how a prefill's many rows are multiplied (``PrefillPath``: on the
+    same integer kernels, or exactly), and the decode attention (``AttentionKernel``: the C
+    kernel of ``attention``, or torch's ops). Words are accepted and checked here, once;
+    whether this CPU offers a forced level is checked where it is applied (``configure``)."""
 
     int_dot: IntDot = IntDot.PRECISE
     schedule: GemvSchedule = GemvSchedule.DYNAMIC
     level: KernelLevel = KernelLevel.BEST
     prefill: PrefillPath = PrefillPath.INT
+    attention: AttentionKernel = AttentionKernel.C
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "int_dot", IntDot.parse(self.int_dot))
         object.__setattr__(self, "schedule", GemvSchedule.parse(self.schedule))
         object.__setattr__(self, "level", KernelLevel.parse(self.level))
         object.__setattr__(self, "prefill", PrefillPath.parse(self.prefill))
+        object.__setattr__(self, "attention", AttentionKernel.parse(self.attention))
 
     @property
     def planes(self) -> int:
@@ -76,7 +81,8 @@ class KernelSettings:
         env = os.environ if environ is None else environ
         values = {}
         for field, var, mode in (("int_dot", INT_DOT_ENV, IntDot), ("schedule", SCHEDULE_ENV, GemvSchedule),
-                                 ("level", LEVEL_ENV, KernelLevel), ("prefill", PREFILL_ENV, PrefillPath)):
+                                 ("level", LEVEL_ENV, KernelLevel), ("prefill", PREFILL_ENV, PrefillPath),
+                                 ("attention", ATTENTION_ENV, AttentionKernel)):
             word = env.get(var)
             if word is None or not word.strip():
                 continue
@@ -102,7 +108,8 @@ def configure(settings: KernelSettings | None = None) -> KernelSettings:
             _apply_level(chosen.level)
         except InputError as exc:
             log.warning("%s=%s ignored: %s", LEVEL_ENV, chosen.level.value, exc)
-            chosen = KernelSettings(chosen.int_dot, chosen.schedule, prefill=chosen.prefill)
+            chosen = KernelSettings(chosen.int_dot, chosen.schedule, prefill=chosen.prefill,
+                                    attention=chosen.attention)
             _apply_level(chosen.level)
     else:
         chosen = settings

@@ -8,6 +8,8 @@ Numerical choices that matter for parity with s2.cpp (docs/spec/engine.md §2, �
   fresh float32 K/V. ``KVCache(round_f16=True)`` stores fp16-rounded values; ``attend`` then
   scores the current block against the fresh values. This cuts the logit error ~25×.
 - The residual stream, norms and softmax stay float32; a matmul runs in the weights' dtype.
+- A CPU decode step's attention runs in C (``kernels.attention``: the same maths, another
+  summation order), which also stores the step's k/v; prefill and GPUs use :func:`attend`'s torch.
 
 The block is written once (:func:`layer_forward`, run by :func:`run_stack`); the decode paths
 differ only in the context it runs in (:class:`LayerContext`): :class:`DynamicContext` (one
@@ -25,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from s2studio.engine.model.config import TransformerConfig
+from s2studio.engine.kernels import attention as attention_kernel
 from s2studio.engine.kernels import common as kcommon
 from s2studio.engine.kernels.qmatrix import QuantMatrix, prefill_linear
 from s2studio.engine.model.weights import LayerWeights, StackWeights, Weight
@@ -177,6 +180,12 @@ def attend(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, cache: KVC
     keys up to their own position, as one causal call would.
     """
     h, n, hd = q.shape
+    if n == 1 and pos0 > 0 and cache is not None and q.device.type == "cpu":
+        # A decode step on the CPU: the C kernel (kernels.attention), one call for all heads;
+        # None where it does not apply (switched off, not built, a layout it does not take).
+        out = attention_kernel.decode(q, k_new, v_new, cache.k[layer], cache.v[layer], pos0)
+        if out is not None:
+            return out
     hkv = k_new.shape[0]
     g = h // hkv
     if block is None:
@@ -320,14 +329,53 @@ class DynamicContext(_HostPositions):
         return self.rope.get(self.pos0, self.n, device)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        c = self.cache
+        if c is not None and q.device.type == "cpu":
+            o = self._attend_kernel(layer, q, k, v, c)
+            if o is not None:
+                return o
         o = attend(q, k, v, self.cache, layer, self.pos0)
         if self.cache is not None:
             self.cache.store(layer, self.pos0, k, v)
         return o
 
+    def _attend_kernel(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       c: KVCache) -> torch.Tensor | None:
+        """The C kernel (kernels.attention), which also stores k/v as ``c.store`` would: a
+        decode row; or a few rows over a cache that keeps exact float32 values (the Fast-AR's
+        first call: positions 0 and 1), one row at a time, each stored before the next attends
+        to it, the same keys and values as one causal call. None: torch's ``attend``."""
+        if self.n == 1:
+            if self.pos0 < 1:
+                return None
+            return attention_kernel.decode(q, k, v, c.k[layer], c.v[layer], self.pos0,
+                                           attention_kernel.store_mode(c.round_f16))
+        if not exact_rows(c, layer, self.n):
+            return None
+        outs = []
+        for i in range(self.n):
+            o = attention_kernel.decode(q[:, i:i + 1], k[:, i:i + 1], v[:, i:i + 1], c.k[layer], c.v[layer],
+                                        self.pos0 + i, attention_kernel.STORE)
+            if o is None:  # (then the rows stored so far are overwritten by torch's path)
+                return None
+            outs.append(o)
+        return torch.cat(outs)
+
     def commit(self) -> None:
         if self.cache is not None:
             self.cache.n_past = self.pos0 + self.n
+
+
+# A call of up to this many rows over a cache that stores values exactly (float32, never
+# rounded: the Fast-AR's) runs as single-row kernel calls (``DynamicContext._attend_kernel``).
+KERNEL_ROWS = 4
+
+
+def exact_rows(cache: KVCache, layer: int, n: int) -> bool:
+    """``n`` rows may attend one at a time through the cache: it keeps exactly the fresh
+    float32 values (no float16 rounding), so a row reads its predecessors' keys as one causal
+    call would have them; a few rows only (more is a prefill: torch's GEMMs)."""
+    return 1 < n <= KERNEL_ROWS and not cache.round_f16 and cache.k[layer].dtype == torch.float32
 
 
 class Sequence:
@@ -359,6 +407,9 @@ class BatchedContext(_HostPositions):
         return torch.cat([c for c, _ in tables]), torch.cat([s for _, s in tables])
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        out = self._attend_decode(layer, q, k, v)
+        if out is not None:
+            return out
         outs = []
         a = 0
         for s in self.seqs:
@@ -369,6 +420,33 @@ class BatchedContext(_HostPositions):
             s.cache.store(layer, s.pos0, ki, vi)
             a = b
         return torch.cat(outs)
+
+    def _attend_decode(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
+        """Every request one row past its cached positions, on the CPU: all of them in one C
+        call (kernels.attention.decode_batch) that also stores each request's k/v, each row
+        bit-identical to what the request's own step gives (the kernel computes each request
+        apart, in the same order); or every request's few rows over exact caches (the Fast-AR's
+        first call), row by row as ``DynamicContext`` runs them. None: the per-request path."""
+        seqs = self.seqs
+        if q.device.type != "cpu":
+            return None
+        kc, vc = [s.cache.k[layer] for s in seqs], [s.cache.v[layer] for s in seqs]
+        if all(s.n == 1 and s.pos0 > 0 for s in seqs):
+            return attention_kernel.decode_batch(q, k, v, kc, vc, [s.pos0 for s in seqs],
+                                                 [attention_kernel.store_mode(s.cache.round_f16) for s in seqs])
+        n = seqs[0].n
+        if not all(s.n == n and exact_rows(s.cache, layer, n) for s in seqs):
+            return None
+        # Every request's row i in one call, as each request's own call runs its rows (row i
+        # of request r is column r * n + i).
+        outs = []
+        for i in range(n):
+            o = attention_kernel.decode_batch(q[:, i::n], k[:, i::n], v[:, i::n], kc, vc, [s.pos0 + i for s in seqs],
+                                              [attention_kernel.STORE] * len(seqs))
+            if o is None:
+                return None
+            outs.append(o)
+        return torch.stack(outs, dim=1).reshape(len(seqs) * n, -1)
 
     def commit(self) -> None:
         for s in self.seqs:

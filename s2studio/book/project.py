@@ -34,6 +34,7 @@ SENTENCE_FOLDER = "sentences"
 FORMAT_VERSION = 1
 MAX_PROJECT_JSON_BYTES = 256 * 2**20
 MAX_SENTENCE_SAMPLES = 44100 * 600  # ten minutes: no sentence is longer
+MAX_VOICE_DIGESTS = 10_000  # one per saved voice the book names
 
 
 class BookProject:
@@ -119,6 +120,7 @@ class BookProject:
             return cls.create(folder, manuscript, cover=imported.cover, cover_mime=imported.cover_mime)
         old = existing.manuscript
         manuscript.voice, manuscript.cast, manuscript.dictionary = old.voice, old.cast, old.dictionary
+        manuscript.voice_digests = dict(old.voice_digests)
         manuscript.generation = dataclasses.replace(old.generation, seed=seed % 2**63)
         manuscript.sentence_pause_ms, manuscript.paragraph_pause_ms = old.sentence_pause_ms, old.paragraph_pause_ms
         manuscript.chapter_pause_ms = old.chapter_pause_ms
@@ -275,6 +277,7 @@ def manuscript_to_json(m: Manuscript) -> dict:
         "pauses_ms": {"sentence": m.sentence_pause_ms, "paragraph": m.paragraph_pause_ms,
                       "chapter": m.chapter_pause_ms},
         "cast": m.cast.to_json(), "dictionary": m.dictionary.to_json(),
+        "voice_digests": dict(sorted(m.voice_digests.items())),
         "chapters": [{"title": c.title, "skip_reason": c.skip_reason, "include": c.include, "voice": c.voice,
                       "paragraphs": [{"character": p.character,
                                       "sentences": [[s.text, s.seed, s.speaker, s.voice] for s in p.sentences]}
@@ -318,6 +321,12 @@ def manuscript_from_json(data, where: str) -> Manuscript:
                    cast=Cast.from_json(data.get("cast", {}), where),
                    dictionary=PronunciationDictionary.from_json(data.get("dictionary", []), where),
                    generation=generation)
+    digests = data.get("voice_digests", {})  # absent in books made before digests: none known
+    if not isinstance(digests, dict) or len(digests) > MAX_VOICE_DIGESTS or not all(
+            isinstance(k, str) and 0 < len(k) <= 1000 and isinstance(v, str) and len(v) == 16
+            and all(c in "0123456789abcdef" for c in v) for k, v in digests.items()):
+        raise bad(f"'voice_digests' must map at most {MAX_VOICE_DIGESTS} voice ids to 16 hex digits")
+    m.voice_digests = dict(digests)
     for name, attr in (("sentence", "sentence_pause_ms"), ("paragraph", "paragraph_pause_ms"),
                        ("chapter", "chapter_pause_ms")):
         if name in pauses:

@@ -121,7 +121,9 @@ def test_the_project_round_trips_and_checks_what_it_reads(tmp_path):
     for field, value, fragment in (("chapters", "x", "'chapters' must be a list"),
                                    ("generation", {"temperature": 99}, "generation settings"),
                                    ("version", 9, "format version"),
-                                   ("cast", {"characters": {"A": 5}}, "must be a saved voice")):
+                                   ("cast", {"characters": {"A": 5}}, "must be a saved voice"),
+                                   ("voice_digests", {"hero-voice": "xyz"}, "'voice_digests' must map"),
+                                   ("voice_digests", ["hero-voice"], "'voice_digests' must map")):
         bad = dict(data, **{field: value})
         book_json.write_text(json.dumps(bad))
         with pytest.raises(InputError, match=fragment) as err:
@@ -184,3 +186,27 @@ def test_importing_a_file_again_keeps_the_cast_dictionary_seed_and_rendered_sent
         ["failed", "rendered", "rendered", "missing", "rendered"]
     fresh = BookProject.from_book_file(book, tmp_path / "p", restart=True)
     assert {fresh.status(j.key) for j in fresh.manuscript.jobs(None, "")} == {"missing"}
+
+
+def test_voice_digests_change_only_the_keys_of_that_voices_sentences(tmp_path):
+    """Books made before digests keep the keys of every sentence without a saved voice: the key
+    is the same hash of the same four parts; a digest is a fifth part only where it applies."""
+    import hashlib
+
+    m = small_manuscript()
+    m.chapters[2].voice = "reader"
+    m.voice_digests = {"reader": "0123456789abcdef", "unused": "fedcba9876543210"}
+    for job in m.jobs([1, 2], "fp"):
+        parts = [job.model_text, job.voice, job.seed, "fp"] + (["0123456789abcdef"] if job.voice else [])
+        assert job.key == hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
+    old = {j.ref: j.key for j in m.jobs([2], "fp")}
+    m.voice_digests["reader"] = "1111111111111111"  # saved again under the same id
+    assert all(j.key != old[j.ref] for j in m.jobs([2], "fp"))
+    assert m.voices_used() == {"reader"}
+    BookProject.create(tmp_path / "b", m)
+    again = BookProject.open(tmp_path / "b").manuscript
+    assert again.voice_digests == m.voice_digests and again.jobs(None, "fp") == m.jobs(None, "fp")
+    data = json.loads((tmp_path / "b" / "book.json").read_text())
+    del data["voice_digests"]  # a book saved before digests existed: read, with none known
+    (tmp_path / "b" / "book.json").write_text(json.dumps(data))
+    assert BookProject.open(tmp_path / "b").manuscript.voice_digests == {}

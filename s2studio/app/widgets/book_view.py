@@ -297,6 +297,7 @@ class BookView(QWidget):
         note.setWordWrap(True)
         v.addWidget(note)
         form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.FieldsStayAtSizeHint)
         low, high = bc.SAMPLING_RANGES["temperature"]
         self.temperature = QDoubleSpinBox(decimals=2, minimum=low, maximum=high, singleStep=0.05)
         self.temperature.setToolTip(f"{low:g} to {high:g}; 0 = always the likeliest sound")
@@ -495,7 +496,8 @@ class BookView(QWidget):
             box.setRange(min(low, value), max(high, value))
             box.setValue(value)
         self._sampling_shown = g
-        self.sampling_note.setText(f"Seed of the book: {g.seed}" if g.seed is not None else "")
+        self.sampling_note.setText(f"The book's seed (each sentence's own seed comes from it): {g.seed}"
+                                   if g.seed is not None else "")
 
     def _fill_cast(self) -> None:
         m = self.controller.project.manuscript
@@ -674,7 +676,7 @@ class BookView(QWidget):
             what = ", ".join(f"{bc.SAMPLING_LABELS[k].lower()} {v:g}" for k, v in changes.items())
             if not self.ask_confirmation(
                     "Render the whole book again?",
-                    f"With {what}, every sentence of the book sounds different, so all of them are rendered again: "
+                    f"With {what}, every sentence of the book would sound different, so all of them render again: "
                     f"the {rendered} sentence(s) rendered so far are set aside (their audio stays in the book "
                     "folder; setting the old values back finds it again).\n\nApply the new settings?"):
                 return False

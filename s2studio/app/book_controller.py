@@ -244,9 +244,7 @@ class BookController(QObject):
     def _refresh_digests(self) -> bool:
         """The digests of the book's saved voices as the library holds them now (a voice saved
         again under its id gives its sentences new keys); True when one changed."""
-        from s2studio.book.voice_digests import refresh_voice_digests
-
-        return refresh_voice_digests(self.project.manuscript, self._voices())
+        return self.project.refresh_voice_digests(self._voices())
 
     def voices_changed(self) -> None:
         """The voice library changed (a voice saved, re-recorded or deleted): the sentences of a

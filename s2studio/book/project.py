@@ -98,6 +98,7 @@ class BookProject:
         remove_stale_temp_files(folder)
         project = cls(folder, manuscript, state)
         project.fingerprint = fingerprint if isinstance(fingerprint, str) and len(fingerprint) < 10_000 else ""
+        project.legacy_voice_keys = "voice_digests" not in data
         return project
 
     @classmethod
@@ -236,6 +237,50 @@ class BookProject:
                 del self._state[key]
         self._write_state()
         return removed
+
+    # ---- saved voices in the keys ------------------------------------------------------------------
+    # A book saved before voice digests existed (no "voice_digests" in its book.json): its audio
+    # was stored under keys without them. The first refresh moves that audio to the new keys.
+    legacy_voice_keys: bool = False
+
+    def refresh_voice_digests(self, library) -> bool:
+        """The digests of the saved voices the book uses, as ``library`` holds them now
+        (``book/voice_digests.py``); True when one changed (the caller saves the book: keys
+        changed). In a book from before digests, a rendered sentence with a saved voice keeps its
+        audio: it is taken to be made with the voice as it is now (it was, unless the voice was
+        saved again after that render: Regenerate it, or start over)."""
+        from s2studio.book.voice_digests import library_digests
+
+        m = self.manuscript
+        if self.legacy_voice_keys and not self.fingerprint and self._state:
+            return False  # the old keys' engine part is not known yet: the first render does this
+        digests = library_digests(library, m.voices_used())
+        adopt, self.legacy_voice_keys = self.legacy_voice_keys, False
+        if digests == m.voice_digests:
+            return False
+        every = list(range(len(m.chapters)))
+        old = {j.ref: j.key for j in m.jobs(every, self.fingerprint)} if adopt else {}
+        m.voice_digests = digests
+        if adopt:
+            self._adopt_audio(old, {j.ref: j.key for j in m.jobs(every, self.fingerprint)})
+        return True
+
+    def _adopt_audio(self, old: dict, new: dict) -> None:
+        """Rendered audio under a sentence's old key moved to its new key (file, then state)."""
+        moved = 0
+        for ref, old_key in old.items():
+            new_key = new[ref]
+            if new_key == old_key or self.is_rendered(new_key) or not self.is_rendered(old_key):
+                continue
+            try:
+                os.replace(self.sentence_path(old_key), self.sentence_path(new_key))
+            except OSError:
+                continue  # it renders again
+            with self._lock:
+                self._state[new_key] = self._state.pop(old_key)
+            moved += 1
+        if moved:
+            self._write_state()
 
     # ---- progress -------------------------------------------------------------------------------
     # The engine/settings part of the sentence keys: set by the renderer, kept in the render

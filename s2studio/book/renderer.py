@@ -102,9 +102,7 @@ class BookRenderer:
         """The digests of the book's saved voices as the engine's voice library holds them now
         (``book/voice_digests.py``): a voice saved again under its id gives its sentences new
         keys, so they are planned again. The book is saved when a digest changed."""
-        from s2studio.book.voice_digests import refresh_voice_digests
-
-        changed = refresh_voice_digests(self.project.manuscript, getattr(self.engine, "voices", None))
+        changed = self.project.refresh_voice_digests(getattr(self.engine, "voices", None))
         if changed:
             self.project.save()
         return changed

@@ -7,7 +7,8 @@ codes (shape and int32 values) and its transcript. Display name, notes and the r
 not change a take, so they are not in it. The digests live in the manuscript
 (``Manuscript.voice_digests``, saved in book.json) so that everything that computes keys without
 a library at hand (the project's status, mastering, the CLI's counts) gets the same keys as the
-render that made the audio.
+render that made the audio; ``BookProject.refresh_voice_digests`` sets them (the renderer before
+each plan, the app when the book opens, a voice is given to it, or the voice library changes).
 
 Which library: the engine's (``engine.voices``): the local ``Pipeline`` reads its voices from it;
 ``RemoteEngine`` uploads the voices it has and sends any other id as the server's own voice. A
@@ -51,13 +52,3 @@ def library_digests(library, voice_ids) -> dict[str, str]:
             continue
         out[voice_id] = voice_digest(voice.codes, voice.transcript)
     return out
-
-
-def refresh_voice_digests(manuscript, library) -> bool:
-    """Set the manuscript's digests to those of the voices it uses, as the library holds them
-    now; True when that changed any (then the caller saves the book: the keys changed)."""
-    digests = library_digests(library, manuscript.voices_used())
-    if digests == manuscript.voice_digests:
-        return False
-    manuscript.voice_digests = digests
-    return True

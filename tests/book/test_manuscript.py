@@ -210,3 +210,28 @@ def test_voice_digests_change_only_the_keys_of_that_voices_sentences(tmp_path):
     del data["voice_digests"]  # a book saved before digests existed: read, with none known
     (tmp_path / "b" / "book.json").write_text(json.dumps(data))
     assert BookProject.open(tmp_path / "b").manuscript.voice_digests == {}
+
+
+def test_only_voices_the_library_holds_get_a_digest(tmp_path):
+    """A voice the library lacks (a server's own voice with --server, or a missing one) keys as
+    before digests; one it holds is found as the engine finds it (ids ignore case)."""
+    import numpy as np
+
+    from s2studio.book.voice_digests import voice_digest
+    from s2studio.engine.voices import VoiceLibrary
+
+    library = VoiceLibrary(tmp_path / "voices")
+    codes = np.arange(240, dtype=np.int32).reshape(10, 24) % 128
+    library.save("alice", codes, "Alice here.", name="Alice", codebook_size=128)
+    m = small_manuscript()
+    m.voice = "ALICE"
+    m.chapters[2].voice = "on-the-server"
+    project = BookProject.create(tmp_path / "b", m)
+    before = {j.ref: j.key for j in m.jobs([1, 2], "fp")}
+    assert project.refresh_voice_digests(library)
+    assert m.voice_digests == {"ALICE": voice_digest(codes, "Alice here.")}
+    assert not project.refresh_voice_digests(library)  # nothing changed
+    after = {j.ref: j.key for j in m.jobs([1, 2], "fp")}
+    assert {r for r in after if after[r] == before[r]} == {r for r in after if r.chapter == 2}  # the server's voice
+    assert {r for r in after if after[r] != before[r]} == {r for r in after if r.chapter == 1}  # alice's
+    assert project.refresh_voice_digests(None) and m.voice_digests == {}  # no library: no digests

@@ -187,3 +187,43 @@ def test_a_voice_saved_again_under_its_id_renders_only_its_sentences_again(tmp_p
     stored = library.get("other")
     library.save("other", stored.codes, "Another transcript.", name="other", codebook_size=128, overwrite=True)
     assert [j.ref for j in BookRenderer(tiny_pipeline, again, parallel=2).plan()] == [SentenceRef(2, 0, 0)]
+
+
+def test_a_book_from_before_voice_digests_keeps_its_rendered_audio(tmp_path, tiny_pipeline):
+    """What an older s2studio left: keys without digests, no "voice_digests" in book.json. The
+    first render moves that audio to the new keys instead of rendering it again."""
+    import json
+    import os
+
+    library = tiny_pipeline.voices
+    _save_voice(library, "elder", seed=7)
+    project = project_at(tmp_path / "b")
+    project.manuscript.voice = "elder"  # the narrator: every sentence
+    project.save()
+    BookRenderer(tiny_pipeline, project, parallel=2).run()
+    audio = {j.ref: project.audio_of(j.key)[0] for j in project.manuscript.jobs(None, project.fingerprint)}
+    # Back to the old layout: each sentence's audio under its key without the digest.
+    digests, project.manuscript.voice_digests = project.manuscript.voice_digests, {}
+    old = {j.ref: j.key for j in project.manuscript.jobs(None, project.fingerprint)}
+    project.manuscript.voice_digests = digests
+    state = json.loads((tmp_path / "b" / "render-state.json").read_text())
+    for job in project.manuscript.jobs(None, project.fingerprint):
+        os.replace(project.sentence_path(job.key), project.sentence_path(old[job.ref]))
+        state["sentences"][old[job.ref]] = state["sentences"].pop(job.key)
+    (tmp_path / "b" / "render-state.json").write_text(json.dumps(state))
+    book = json.loads((tmp_path / "b" / "book.json").read_text())
+    del book["voice_digests"]
+    (tmp_path / "b" / "book.json").write_text(json.dumps(book))
+
+    legacy = BookProject.open(tmp_path / "b")
+    assert legacy.legacy_voice_keys and all(legacy.is_rendered(k) for k in old.values())
+    renderer = BookRenderer(tiny_pipeline, legacy, parallel=2)
+    assert renderer.plan() == [] and renderer.run().rendered == 0
+    for job in legacy.manuscript.jobs(None, legacy.fingerprint):
+        assert job.key != old[job.ref] and not os.path.exists(legacy.sentence_path(old[job.ref]))
+        np.testing.assert_array_equal(legacy.audio_of(job.key)[0], audio[job.ref])
+    again = BookProject.open(tmp_path / "b")  # saved: no longer an old book, the digests known
+    assert not again.legacy_voice_keys and again.manuscript.voice_digests == digests
+    # From now on a re-recorded voice renders its sentences again, as in any book.
+    _save_voice(library, "elder", seed=8)
+    assert len(BookRenderer(tiny_pipeline, again, parallel=2).plan()) == 6

@@ -339,3 +339,28 @@ def test_the_books_sampling_settings_are_saved_and_asked_about_before_re_renderi
         assert not controller.set_sampling(**values)
         assert message in view.error_banner.text
     assert controller.project.manuscript.generation.temperature == 0.5
+
+
+def test_on_a_server_the_keys_keep_its_engine_when_the_sampling_changes(qapp, tmp_path):
+    """A server's model name is known only from a render (kept in render-state.json): changing the
+    book's sampling settings recomputes the keys with it, not with nothing."""
+    import json
+
+    from s2studio.book import BookProject, Manuscript
+    from s2studio.book.importing import import_book
+
+    path = _book_file(tmp_path)
+    project = BookProject.create(tmp_path / "book", Manuscript.from_import(import_book(str(path)), seed=1))
+    server_engine = "s2-pro-q8.gguf on http://127.0.0.1:9|stride=16"
+    project.fingerprint = project.manuscript.settings_fingerprint(server_engine)
+    project.forget([])  # writes render-state.json with that fingerprint, as a render on the server did
+
+    class RemoteChoice:  # the studio's settings when a server is chosen: no model file here
+        url = "http://127.0.0.1:9"
+
+    controller = bc.BookController(None, engine_for=None, engine_config=RemoteChoice, books_root=lambda: tmp_path)
+    assert controller.open_folder(str(tmp_path / "book")) is not None
+    assert json.loads(controller.project.fingerprint)["engine"] == server_engine
+    assert controller.set_sampling(top_k=5)
+    fingerprint = json.loads(controller.project.fingerprint)
+    assert fingerprint["engine"] == server_engine and fingerprint["generation"]["top_k"] == 5

@@ -1,8 +1,11 @@
 """The Book view's controller: one book project open at a time, rendered in the background.
 
 Qt glue over the Qt-free book package (``s2studio/book``): importing a manuscript into a book
-project folder, editing it (narrator, cast, dictionary, a sentence's text, another take of a
-sentence) with every change saved at once, rendering it on a thread of its own, exporting it.
+project folder, editing it (narrator, chapter voices, cast, dictionary, the book's sampling
+settings, a sentence's text, another take of a sentence) with every change saved at once,
+rendering it on a thread of its own, exporting it. The keys follow the saved voices' content:
+their digests are refreshed when the book opens, a voice is given to it, the voice library
+changes (``voices_changed``) and before each render.
 
 The render shares the studio's engine: ``InferenceWorker.engine_for`` loads the one model (or
 connects to the server) under the worker's lock, and ``BookRenderer`` drives N sentences at once

@@ -4,7 +4,8 @@ to chapter files, one chaptered book file and a report (docs/book.md).
 The book project lives in ``OUTDIR/book-project`` (manuscript, render state, every rendered
 sentence). Running the same command again continues where the last run stopped (after a crash
 or Ctrl+C too); an edited input file is imported again and only its changed sentences are
-rendered; ``--restart`` starts over. Self-contained on purpose: the other commands' progress
+rendered; ``--restart`` starts over; sampling flags not given keep the book's own settings (the
+app's Book view sets them too). Self-contained on purpose: the other commands' progress
 display is being reworked, and this one only shares the option helpers.
 """
 
@@ -224,7 +225,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("render", help="render a book (.txt, .md, .epub) to chapter files and an audiobook",
                               description="Render a manuscript to one audio file per chapter, one chaptered book "
                                           "file (.m4b or .mp3) and a loudness report. Run it again to continue an "
-                                          "interrupted render.")
+                                          "interrupted render. The sampling flags are saved with the book: "
+                                          "those not given keep the book's own (a new book: the defaults).")
     p.add_argument("input", help="the manuscript (.txt, .md, .epub) or a book project folder")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR",
                    help="folder for the chapter files, the book file, the report and the book project")

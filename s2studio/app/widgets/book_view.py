@@ -471,16 +471,19 @@ class BookView(QWidget):
     def _fill_chapter_voice(self) -> None:
         """The shown chapter's own voice: the narrator's (None) or a saved voice."""
         project = self.controller.project
-        self.chapter_voice.clear()
         narrator = self._voice_name(project.manuscript.voice) if project is not None else MODEL_VOICE
-        self.chapter_voice.addItem(f"{NARRATOR_VOICE} ({narrator})", None)
-        for name, vid in self._voice_choices():
-            if vid is not None:
-                self.chapter_voice.addItem(name, vid)
+        items = [(f"{NARRATOR_VOICE} ({narrator})", None)]
+        items += [(name, vid) for name, vid in self._voice_choices() if vid is not None]
         chapters = project.manuscript.chapters if project is not None else []
         voice = chapters[self._chapter].voice if 0 <= self._chapter < len(chapters) else None
-        if voice and self.chapter_voice.findData(voice) < 0:
-            self.chapter_voice.addItem(self._voice_name(voice), voice)
+        if voice and voice not in [vid for _name, vid in items]:
+            items.append((self._voice_name(voice), voice))
+        combo = self.chapter_voice
+        shown = [(combo.itemText(i), combo.itemData(i)) for i in range(combo.count())]
+        if items != shown:  # refilled only when it changed: a render's refreshes leave an open list alone
+            self.chapter_voice.clear()
+            for name, vid in items:
+                self.chapter_voice.addItem(name, vid)
         self.chapter_voice.setCurrentIndex(max(self.chapter_voice.findData(voice), 0))
         self.chapter_voice.setEnabled(0 <= self._chapter < len(chapters))
 

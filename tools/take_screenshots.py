@@ -5,7 +5,7 @@ sentence, and the takes found again after a restart) into docs/screenshots, from
     Xvfb :99 -screen 0 1280x800x24 &  DISPLAY=:99 python tools/take_screenshots.py [name ...]
 
 Names (default: all): first-run idle-with-voice generating error speakers voice-library high-dpi
-per-sentence history-after-restart studio studio-200 reference-workbench.
+per-sentence history-after-restart book studio studio-200 reference-workbench.
 "high-dpi" and "studio-200" run themselves again with QT_SCALE_FACTOR=2 (the factor must be set
 before Qt starts). "studio": the studio with a take at 1180x760 and 1280x720, light and dark;
 "studio-200": the same at 200 % (needs a 2560x1600 screen).
@@ -211,7 +211,7 @@ if "book" in WANTED:  # the Book view: an imported manuscript, a cast, a pronunc
                     "By midnight the boats were gone.\n\n## Chapter 3: Morning\n\nThe light was still burning.\n",
                     encoding="utf-8")
     w = MainWindow(s.copy(), host.worker); w.resize(1180, 760); w.show(); wait(300)
-    w.settings.max_new_tokens = 40
+    w.settings.max_new_tokens = 40  # the studio's; the book has its own (its Sampling tab)
     narrator = save_voice(w, ref, "The quick brown fox jumps over the lazy dog.", "Studio Narrator")
     visitor = save_voice(w, ref[int(0.3 * 44100):], "brown fox jumps over the lazy dog.", "The Visitor")
     w.import_book(str(book)); wait(300)
@@ -219,6 +219,7 @@ if "book" in WANTED:  # the Book view: an imported manuscript, a cast, a pronunc
     w.book.set_character("Visitor", visitor.id)
     w.book.assign_speaker(1, "Visitor")
     w.book.add_pronunciation("Nguyen", "Win", False)
+    w.book.set_sampling(max_new_tokens=40)
     w.book_view.reload_voices()
     w.book_view.parallel.setValue(2)
     w.book_view.select_chapter(1)
@@ -229,35 +230,25 @@ if "book" in WANTED:  # the Book view: an imported manuscript, a cast, a pronunc
     shot(w, "book.png")
     w.book_view.tabs.setCurrentIndex(1); wait(300)
     shot(w, "book-cast.png")
-    w.close()
-if "book" in WANTED:  # the Book view: an imported manuscript, a cast, a pronunciation, a render paused
-    book = scratch / "the-lighthouse.md"
-    book.write_text("# The Lighthouse\n\n## Contents\n\n1. The Keeper\n2. The Storm\n\n"
-                    "## Chapter 1: The Keeper\n\nThe keeper climbed the stairs at dusk. The lamp was cold. "
-                    "He struck a match and waited.\n\n<|speaker:1|>Is anyone there? <|speaker:0|>Only the sea, "
-                    "he said. Only the sea.\n\nNguyen had warned him about the winter.\n\n"
-                    "## Chapter 2: The Storm\n\nThe storm came in from the west. The windows shook. "
-                    "By midnight the boats were gone.\n\n## Chapter 3: Morning\n\nThe light was still burning.\n",
-                    encoding="utf-8")
-    w = MainWindow(s.copy(), host.worker); w.resize(1180, 760); w.show(); wait(300)
-    w.settings.max_new_tokens = 40
-    narrator = save_voice(w, ref, "The quick brown fox jumps over the lazy dog.", "Studio Narrator")
-    visitor = save_voice(w, ref[int(0.3 * 44100):], "brown fox jumps over the lazy dog.", "The Visitor")
-    w.import_book(str(book)); wait(300)
-    w.book.set_narrator(narrator.id)
-    w.book.set_character("Visitor", visitor.id)
-    w.book.assign_speaker(1, "Visitor")
-    w.book.add_pronunciation("Nguyen", "Win", False)
-    w.book_view.reload_voices()
-    w.book_view.parallel.setValue(2)
-    w.book_view.select_chapter(1)
-    w.book_view.render_button.click()
-    until(lambda: w.book.chapter_progress(1)[0] >= 3, timeout=300)
-    w.book.pause(); until(lambda: not w.book.rendering, timeout=300); wait(600)
-    w.book_view.sentences.selectRow(4)
-    shot(w, "book.png")
-    w.book_view.tabs.setCurrentIndex(1); wait(300)
-    shot(w, "book-cast.png")
+    # A chapter of its own voice: chosen on the Sentences page; only its sentences render again.
+    w.book_view.tabs.setCurrentIndex(0)
+    w.book_view.select_chapter(2); wait(300)
+    i = w.book_view.chapter_voice.findData(visitor.id)
+    w.book_view.chapter_voice.setCurrentIndex(i); w.book_view.chapter_voice.activated.emit(i); wait(600)
+    shot(w, "book-chapter-voice.png")
+    # The book's own sampling settings, and the question before the whole book renders again.
+    w.book_view.tabs.setCurrentIndex(3)
+    w.book_view.temperature.setValue(0.6); wait(300)
+    shot(w, "book-sampling.png")
+    from PySide6.QtWidgets import QMessageBox
+    def answer_later():
+        box = app.activeModalWidget()
+        if box is None:
+            QTimer.singleShot(200, answer_later); return
+        shot(box, "book-sampling-confirm.png")
+        box.done(QMessageBox.StandardButton.Cancel)
+    QTimer.singleShot(500, answer_later)
+    w.book_view.apply_sampling(); wait(300)
     w.close()
 if "reference-workbench" in WANTED:  # a long clip (noisy, clipped, clean parts) and its best part found
     import numpy as np

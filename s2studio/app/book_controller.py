@@ -1,8 +1,11 @@
 """The Book view's controller: one book project open at a time, rendered in the background.
 
 Qt glue over the Qt-free book package (``s2studio/book``): importing a manuscript into a book
-project folder, editing it (narrator, cast, dictionary, a sentence's text, another take of a
-sentence) with every change saved at once, rendering it on a thread of its own, exporting it.
+project folder, editing it (narrator, chapter voices, cast, dictionary, the book's sampling
+settings, a sentence's text, another take of a sentence) with every change saved at once,
+rendering it on a thread of its own, exporting it. The keys follow the saved voices' content:
+their digests are refreshed when the book opens, a voice is given to it, the voice library
+changes (``voices_changed``) and before each render.
 
 The render shares the studio's engine: ``InferenceWorker.engine_for`` loads the one model (or
 connects to the server) under the worker's lock, and ``BookRenderer`` drives N sentences at once
@@ -17,7 +20,10 @@ sentences in flight), ``paused`` (by the user), ``waiting`` (yielded to a studio
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+import math
 import os
 import re
 import threading
@@ -32,6 +38,13 @@ from s2studio.errors import InputError, S2Error
 log = logging.getLogger(__name__)
 
 BOOK_EXTENSIONS = (".txt", ".md", ".markdown", ".epub")
+# The book's own sampling settings a user can change in the Book view, with the ranges of the
+# studio's controls (app/widgets/settings_dialog.py); the engine accepts more (engine/limits.py),
+# so a value set beyond them by ``s2studio render`` is kept as long as it is not changed.
+SAMPLING_RANGES: dict[str, tuple[float, float]] = {
+    "temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "top_k": (0, 4096), "max_new_tokens": (1, 8192)}
+SAMPLING_LABELS = {"temperature": "Temperature", "top_p": "Top-p", "top_k": "Top-k",
+                   "max_new_tokens": "Max frames per sentence"}
 IDLE, RENDERING, PAUSING, PAUSED, WAITING, DONE = "idle", "rendering", "pausing", "paused", "waiting", "done"
 
 
@@ -132,12 +145,14 @@ class BookController(QObject):
     problem = Signal(str)
     notice = Signal(str)
 
-    def __init__(self, parent, *, engine_for, engine_config, books_root, parallel=lambda: None):
+    def __init__(self, parent, *, engine_for, engine_config, books_root, parallel=lambda: None,
+                 voices=lambda: None):
         """``engine_for(settings)`` gives the loaded engine (thread-safe); ``engine_config()`` the
         settings the studio uses now; ``books_root()`` the folder new books are made in;
-        ``parallel()`` the sentences at once (None: the hardware's default)."""
+        ``parallel()`` the sentences at once (None: the hardware's default); ``voices()`` the
+        voice library the engine reads saved voices from (their digests are in the keys)."""
         super().__init__(parent)
-        self._engine_for, self._engine_config = engine_for, engine_config
+        self._engine_for, self._engine_config, self._voices = engine_for, engine_config, voices
         self._books_root, self._parallel = books_root, parallel
         self.project: BookProject | None = None
         self.state = IDLE
@@ -195,6 +210,11 @@ class BookController(QObject):
         self._priority = None
         self._set_state(IDLE)
         self._refresh_fingerprint()
+        if self._refresh_digests():  # a voice saved again while the book was closed
+            try:
+                project.save()
+            except (S2Error, OSError) as exc:
+                self.problem.emit(f"Book {project.folder}: cannot be saved ({exc}).")
         self.opened.emit(project)
 
     @staticmethod
@@ -210,12 +230,35 @@ class BookController(QObject):
 
         settings = self._engine_config()
         name = os.path.basename(getattr(settings, "model_path", "") or "")
-        if not name:
-            return  # a server: the first render sets it
-        self.project.fingerprint = self.project.manuscript.settings_fingerprint(f"{name}|stride={STREAM_STRIDE}")
+        engine = f"{name}|stride={STREAM_STRIDE}" if name else self._engine_of_last_render()
+        if not engine:
+            return  # a server, never rendered on: the first render sets it
+        self.project.fingerprint = self.project.manuscript.settings_fingerprint(engine)
+
+    def _engine_of_last_render(self) -> str:
+        """The engine part of the keys the last render used (a server's model name is known only
+        from a render): kept when the book's sampling settings change."""
+        try:
+            engine = json.loads(self.project.fingerprint or "{}").get("engine")
+        except (ValueError, AttributeError):
+            return ""
+        return engine if isinstance(engine, str) else ""
+
+    def _refresh_digests(self) -> bool:
+        """The digests of the book's saved voices as the library holds them now (a voice saved
+        again under its id gives its sentences new keys); True when one changed."""
+        return self.project.refresh_voice_digests(self._voices())
+
+    def voices_changed(self) -> None:
+        """The voice library changed (a voice saved, re-recorded or deleted): the sentences of a
+        voice saved again under its id show as not rendered, and render again."""
+        if self.project is not None and self._refresh_digests():
+            self._save(digests_fresh=True)
 
     # ---- editing (every change saved at once) ----------------------------------------------------
-    def _save(self) -> bool:
+    def _save(self, digests_fresh: bool = False) -> bool:
+        if not digests_fresh:
+            self._refresh_digests()  # a voice just given to the book needs its digest in the keys
         try:
             self.project.save()
         except (S2Error, OSError) as exc:
@@ -232,6 +275,65 @@ class BookController(QObject):
     def set_narrator(self, voice: str | None) -> None:
         self.project.manuscript.voice = voice or None
         self._save()
+
+    def set_chapter_voice(self, chapter: int, voice: str | None) -> bool:
+        """The chapter's narrator (None: the book's narrator). Its sentences without a voice of
+        their own or a character's get new keys: they alone render again."""
+        chapters = self.project.manuscript.chapters
+        if isinstance(chapter, bool) or not isinstance(chapter, int) or not 0 <= chapter < len(chapters):
+            self.problem.emit(f"The book has chapters 1 to {len(chapters)}; there is no chapter {chapter!r}.")
+            return False
+        if voice is not None and (not isinstance(voice, str) or not voice.strip()):
+            self.problem.emit(f"Chapter {chapter + 1}: the voice must be a saved voice's id.")
+            return False
+        chapters[chapter].voice = voice.strip() if voice else None
+        return self._save()
+
+    def set_sampling(self, **values) -> bool:
+        """The book's own sampling settings (``temperature``, ``top_p``, ``top_k``,
+        ``max_new_tokens``), saved with the book. They are part of every sentence's key: the
+        whole book renders again (its old audio stays in the folder: the old values find it)."""
+        if self.project is None:
+            return False
+        if self.rendering:
+            self.problem.emit("Pause the book's render before changing its sampling settings: the sentences "
+                              "being rendered use the present ones.")
+            return False
+        current = self.project.manuscript.generation
+        for name, value in values.items():
+            if name not in SAMPLING_RANGES:
+                self.problem.emit(f"{name!r} is not a sampling setting of the book.")
+                return False
+            low, high = SAMPLING_RANGES[name]
+            label = SAMPLING_LABELS[name]
+            whole = isinstance(low, int)
+            if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) or (
+                    isinstance(value, float) and not math.isfinite(value)):
+                self.problem.emit(f"{label} must be {'a whole number' if whole else 'a number'} from {low:g} to "
+                                  f"{high:g}, not {value!r}.")
+                return False
+            if value != getattr(current, name) and not low <= value <= high:
+                self.problem.emit(f"{label} must be from {low:g} to {high:g}, not {value:g}.")
+                return False
+        new = dataclasses.replace(current, **values)
+        try:
+            new.validated()
+        except InputError as exc:
+            self.problem.emit(str(exc))
+            return False
+        if new == current:
+            return True
+        self.project.manuscript.generation = new
+        self._refresh_fingerprint()
+        return self._save()
+
+    def rendered_count(self) -> int:
+        """Sentences of the whole book that have audio under their present keys."""
+        project = self.project
+        if project is None:
+            return 0
+        m = project.manuscript
+        return sum(1 for j in m.jobs(list(range(len(m.chapters))), project.fingerprint) if project.is_rendered(j.key))
 
     def set_included(self, chapter: int, included: bool) -> None:
         self.project.manuscript.chapters[chapter].include = bool(included)
@@ -368,6 +470,8 @@ class BookController(QObject):
         if self._studio_busy:
             self._set_state(WAITING)
             return True
+        if self._refresh_digests():  # here, not on the render's thread: the UI's keys follow at once
+            self._save(digests_fresh=True)
         settings = self._engine_config()
         thread = _RenderThread(self._engine_for, settings, self.project, self._parallel(), chapters, self._priority)
         thread.progressed.connect(self.progressed)

@@ -187,7 +187,8 @@ class MainWindow(QMainWindow):
         # The Book view (app/widgets/book_view.py over app/book_controller.py): long-form work on
         # the studio's engine; a studio take goes first (busy_changed below).
         self.book = BookController(self, engine_for=worker.engine_for, engine_config=self.engine_config,
-                                   books_root=paths.books_dir, parallel=lambda: self.book_view.parallel.value() or None)
+                                   books_root=paths.books_dir, parallel=lambda: self.book_view.parallel.value() or None,
+                                   voices=lambda: self.library)
         self.book_view = BookView(self.book, self.library, self.audio)
         self.book_view.back_requested.connect(self.show_studio)
         self.book_view.import_requested.connect(self.import_book_dialog)
@@ -443,6 +444,7 @@ class MainWindow(QMainWindow):
         return self.pages.currentIndex() == BOOK_PAGE
 
     def show_book(self) -> None:
+        self.book.voices_changed()  # the voice folder may have changed behind the app's back
         self.book_view.reload_voices()
         self.pages.setCurrentIndex(BOOK_PAGE)
 
@@ -489,6 +491,7 @@ class MainWindow(QMainWindow):
         current = self.voice_panel.current_item_key()
         self.voice_panel.reload_voices(current)
         self.speakers.reload_voices()
+        self.book.voices_changed()  # a voice saved again under its id: its book sentences render again
         self.book_view.reload_voices()
 
     # ---- messages -----------------------------------------------------------------------------
@@ -768,6 +771,8 @@ class MainWindow(QMainWindow):
     def _on_voice_saved(self, info) -> None:
         self.voice_panel.voice_saved(info)
         self.speakers.reload_voices()
+        self.book.voices_changed()  # re-recorded under the same id: its book sentences render again
+        self.book_view.reload_voices()
         self.statusBar().showMessage(f"Voice “{info.name}” saved.", 5000)
 
     def _on_exported(self, path: str) -> None:

@@ -5,9 +5,11 @@ audio.
 Sentences are the engine's own segments (``engine.take.split_request_text``, sentences cut at
 clauses past ``MAX_SENTENCE_CHARS``); a paragraph with ``<|speaker:N|>`` tags is cut into its
 turns first (the tag removed, the speaker kept). A sentence's **key** is a hash of what the model
-reads (the text after the pronunciation dictionary), its voice, its seed and the book's render
+reads (the text after the pronunciation dictionary), its voice (the id and, for a saved voice,
+a digest of its content: :mod:`~s2studio.book.voice_digests`), its seed and the book's render
 settings: its audio is stored under that key, so editing one sentence's text, voice or
-pronunciation changes only that sentence's key and only it is rendered again.
+pronunciation, or saving its voice again under the same id, changes only those sentences' keys
+and only they are rendered again.
 """
 
 from __future__ import annotations
@@ -96,6 +98,12 @@ class Manuscript:
     sentence_pause_ms: int = 350  # room tone between sentences of a paragraph
     paragraph_pause_ms: int = 800
     chapter_pause_ms: int = 2000  # before and after each chapter file's speech
+    # saved voice id (as the book spells it) -> digest of its codes and transcript, part of the
+    # keys of the sentences it speaks: a voice saved again under the same id renders them again.
+    # Refreshed from the voice library (book/voice_digests.py) before a render and when the
+    # library changes; a voice without a digest (the model's own, one the library lacks, a
+    # server's own) keys as before digests existed.
+    voice_digests: dict[str, str] = field(default_factory=dict)
 
     # ---- building ---------------------------------------------------------------------------
     @classmethod
@@ -161,6 +169,12 @@ class Manuscript:
             return voice
         return chapter.voice or self.voice
 
+    def voices_used(self) -> set[str]:
+        """Every saved voice id the book names: narrator, chapters, cast, sentences' own."""
+        used = {self.voice} | {c.voice for c in self.chapters} | set(self.cast.characters.values())
+        used |= {s.voice for c in self.chapters for p in c.paragraphs for s in p.sentences}
+        return {v for v in used if v}
+
     def settings_fingerprint(self, engine_name: str = "") -> str:
         """What, besides text, voice and seed, changes a sentence's audio."""
         g = dataclasses.asdict(dataclasses.replace(self.generation, seed=None))
@@ -170,7 +184,11 @@ class Manuscript:
         sentence = self.sentence(ref)
         model_text = self.dictionary.apply(sentence.text)
         voice = self.voice_for(ref)
-        key = hashlib.sha256(json.dumps([model_text, voice, sentence.seed, fingerprint]).encode()).hexdigest()[:32]
+        parts = [model_text, voice, sentence.seed, fingerprint]
+        digest = self.voice_digests.get(voice, "") if voice else ""
+        if digest:  # only then: a sentence without a saved voice keeps the key it had before digests
+            parts.append(digest)
+        key = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
         return SentenceJob(ref, model_text, voice, sentence.seed, key)
 
     def jobs(self, chapters: list[int] | None = None, fingerprint: str = "") -> list[SentenceJob]:

@@ -34,6 +34,7 @@ SENTENCE_FOLDER = "sentences"
 FORMAT_VERSION = 1
 MAX_PROJECT_JSON_BYTES = 256 * 2**20
 MAX_SENTENCE_SAMPLES = 44100 * 600  # ten minutes: no sentence is longer
+MAX_VOICE_DIGESTS = 10_000  # one per saved voice the book names
 
 
 class BookProject:
@@ -97,6 +98,7 @@ class BookProject:
         remove_stale_temp_files(folder)
         project = cls(folder, manuscript, state)
         project.fingerprint = fingerprint if isinstance(fingerprint, str) and len(fingerprint) < 10_000 else ""
+        project.legacy_voice_keys = "voice_digests" not in data
         return project
 
     @classmethod
@@ -119,6 +121,7 @@ class BookProject:
             return cls.create(folder, manuscript, cover=imported.cover, cover_mime=imported.cover_mime)
         old = existing.manuscript
         manuscript.voice, manuscript.cast, manuscript.dictionary = old.voice, old.cast, old.dictionary
+        manuscript.voice_digests = dict(old.voice_digests)
         manuscript.generation = dataclasses.replace(old.generation, seed=seed % 2**63)
         manuscript.sentence_pause_ms, manuscript.paragraph_pause_ms = old.sentence_pause_ms, old.paragraph_pause_ms
         manuscript.chapter_pause_ms = old.chapter_pause_ms
@@ -235,6 +238,50 @@ class BookProject:
         self._write_state()
         return removed
 
+    # ---- saved voices in the keys ------------------------------------------------------------------
+    # A book saved before voice digests existed (no "voice_digests" in its book.json): its audio
+    # was stored under keys without them. The first refresh moves that audio to the new keys.
+    legacy_voice_keys: bool = False
+
+    def refresh_voice_digests(self, library) -> bool:
+        """The digests of the saved voices the book uses, as ``library`` holds them now
+        (``book/voice_digests.py``); True when one changed (the caller saves the book: keys
+        changed). In a book from before digests, a rendered sentence with a saved voice keeps its
+        audio: it is taken to be made with the voice as it is now (it was, unless the voice was
+        saved again after that render: Regenerate it, or start over)."""
+        from s2studio.book.voice_digests import library_digests
+
+        m = self.manuscript
+        if self.legacy_voice_keys and not self.fingerprint and self._state:
+            return False  # the old keys' engine part is not known yet: the first render does this
+        digests = library_digests(library, m.voices_used())
+        adopt, self.legacy_voice_keys = self.legacy_voice_keys, False
+        if digests == m.voice_digests:
+            return False
+        every = list(range(len(m.chapters)))
+        old = {j.ref: j.key for j in m.jobs(every, self.fingerprint)} if adopt else {}
+        m.voice_digests = digests
+        if adopt:
+            self._adopt_audio(old, {j.ref: j.key for j in m.jobs(every, self.fingerprint)})
+        return True
+
+    def _adopt_audio(self, old: dict, new: dict) -> None:
+        """Rendered audio under a sentence's old key moved to its new key (file, then state)."""
+        moved = 0
+        for ref, old_key in old.items():
+            new_key = new[ref]
+            if new_key == old_key or self.is_rendered(new_key) or not self.is_rendered(old_key):
+                continue
+            try:
+                os.replace(self.sentence_path(old_key), self.sentence_path(new_key))
+            except OSError:
+                continue  # it renders again
+            with self._lock:
+                self._state[new_key] = self._state.pop(old_key)
+            moved += 1
+        if moved:
+            self._write_state()
+
     # ---- progress -------------------------------------------------------------------------------
     # The engine/settings part of the sentence keys: set by the renderer, kept in the render
     # state, so listening and exporting after a restart find the audio without an engine.
@@ -275,6 +322,7 @@ def manuscript_to_json(m: Manuscript) -> dict:
         "pauses_ms": {"sentence": m.sentence_pause_ms, "paragraph": m.paragraph_pause_ms,
                       "chapter": m.chapter_pause_ms},
         "cast": m.cast.to_json(), "dictionary": m.dictionary.to_json(),
+        "voice_digests": dict(sorted(m.voice_digests.items())),
         "chapters": [{"title": c.title, "skip_reason": c.skip_reason, "include": c.include, "voice": c.voice,
                       "paragraphs": [{"character": p.character,
                                       "sentences": [[s.text, s.seed, s.speaker, s.voice] for s in p.sentences]}
@@ -318,6 +366,12 @@ def manuscript_from_json(data, where: str) -> Manuscript:
                    cast=Cast.from_json(data.get("cast", {}), where),
                    dictionary=PronunciationDictionary.from_json(data.get("dictionary", []), where),
                    generation=generation)
+    digests = data.get("voice_digests", {})  # absent in books made before digests: none known
+    if not isinstance(digests, dict) or len(digests) > MAX_VOICE_DIGESTS or not all(
+            isinstance(k, str) and 0 < len(k) <= 1000 and isinstance(v, str) and len(v) == 16
+            and all(c in "0123456789abcdef" for c in v) for k, v in digests.items()):
+        raise bad(f"'voice_digests' must map at most {MAX_VOICE_DIGESTS} voice ids to 16 hex digits")
+    m.voice_digests = dict(digests)
     for name, attr in (("sentence", "sentence_pause_ms"), ("paragraph", "paragraph_pause_ms"),
                        ("chapter", "chapter_pause_ms")):
         if name in pauses:

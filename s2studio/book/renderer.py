@@ -90,12 +90,22 @@ class BookRenderer:
         self.on_progress = on_progress
         info = engine.model_info(load=False)
         project.fingerprint = project.manuscript.settings_fingerprint(f"{info.name}|stride={STREAM_STRIDE}")
+        self.refresh_voices()
         self._lock = threading.Lock()
         self._pending: dict[int, list[SentenceJob]] = {}
         self._priority: int | None = None
         self._stop = threading.Event()
         self._cancel = threading.Event()
         self._in_flight: dict[int, object] = {}  # thread id -> SynthesisJob
+
+    def refresh_voices(self) -> bool:
+        """The digests of the book's saved voices as the engine's voice library holds them now
+        (``book/voice_digests.py``): a voice saved again under its id gives its sentences new
+        keys, so they are planned again. The book is saved when a digest changed."""
+        changed = self.project.refresh_voice_digests(getattr(self.engine, "voices", None))
+        if changed:
+            self.project.save()
+        return changed
 
     # ---- what to render -------------------------------------------------------------------------
     def plan(self, chapters: list[int] | None = None) -> list[SentenceJob]:
@@ -143,6 +153,7 @@ class BookRenderer:
         (call it from a worker thread in a UI). Progress after every sentence."""
         self._stop.clear()
         self._cancel.clear()
+        self.refresh_voices()
         m = self.project.manuscript
         wanted = chapters if chapters is not None else [i for i, c in enumerate(m.chapters) if c.included]
         all_jobs = m.jobs(wanted, self.project.fingerprint)

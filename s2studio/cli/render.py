@@ -4,7 +4,8 @@ to chapter files, one chaptered book file and a report (docs/book.md).
 The book project lives in ``OUTDIR/book-project`` (manuscript, render state, every rendered
 sentence). Running the same command again continues where the last run stopped (after a crash
 or Ctrl+C too); an edited input file is imported again and only its changed sentences are
-rendered; ``--restart`` starts over. Self-contained on purpose: the other commands' progress
+rendered; ``--restart`` starts over; sampling flags not given keep the book's own settings (the
+app's Book view sets them too). Self-contained on purpose: the other commands' progress
 display is being reworked, and this one only shares the option helpers.
 """
 
@@ -16,9 +17,12 @@ import re
 import sys
 import time
 
-from s2studio.cli.options import add_engine_options, add_sampling_options, engine_settings, generation_params
+from s2studio.cli.options import add_engine_options, add_sampling_options, engine_settings
 
 PROJECT_FOLDER = "book-project"
+# argparse dest -> GenerationParams field, for the sampling flags a book keeps between runs
+SAMPLING_FLAGS = {"max_tokens": "max_new_tokens", "temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
+                  "min_tokens_before_end": "min_tokens_before_end"}
 
 
 def chapters_arg(text: str) -> list[tuple[int, int]]:
@@ -131,7 +135,12 @@ def apply_flags(args, project) -> None:
     m = project.manuscript
     if args.voice is not None:
         m.voice = args.voice
-    m.generation = dataclasses.replace(generation_params(args), seed=m.generation.seed)
+    # Only the sampling flags given change the book's settings (set in the app's Book view too):
+    # continuing a book without them keeps its settings, hence its keys and audio.
+    given = {field: getattr(args, dest) for dest, field in SAMPLING_FLAGS.items() if getattr(args, dest) is not None}
+    if args.no_ras:
+        given["ras"] = False
+    m.generation = dataclasses.replace(m.generation, **given)
     for speaker, voice in args.speaker_voice:
         name = f"speaker {speaker}"
         m.cast.set_character(name, voice)
@@ -216,12 +225,15 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("render", help="render a book (.txt, .md, .epub) to chapter files and an audiobook",
                               description="Render a manuscript to one audio file per chapter, one chaptered book "
                                           "file (.m4b or .mp3) and a loudness report. Run it again to continue an "
-                                          "interrupted render.")
+                                          "interrupted render. The sampling flags are saved with the book: "
+                                          "those not given keep the book's own (a new book: the defaults).")
     p.add_argument("input", help="the manuscript (.txt, .md, .epub) or a book project folder")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR",
                    help="folder for the chapter files, the book file, the report and the book project")
     add_engine_options(p)
     add_sampling_options(p)
+    # Not given: the book's own (a new book's are the defaults the help names).
+    p.set_defaults(**{dest: None for dest in SAMPLING_FLAGS})
     p.add_argument("--voice", default=None, help="the narrator: a saved voice's id (default: the model's own voice)")
     p.add_argument("--speaker-voice", action="append", default=[], metavar="N=VOICE", type=speaker_voice_arg,
                    help="speak <|speaker:N|>'s turns with the saved voice VOICE (repeat per speaker)")

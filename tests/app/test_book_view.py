@@ -238,3 +238,129 @@ def test_export_writes_chapter_files_and_the_book_file(make_window, fast_setting
     assert [os.path.basename(o.path) for o in outputs] == ["01-Chapter-One.flac", "02-Chapter-Two.flac"]
     assert (out / "The-Test-Book.m4b").is_file() and (out / "report.txt").is_file()
     assert "Exported 2 chapter file(s)" in view.notice_banner.text
+
+
+def _saved_voice(library, name: str, seed: int, voice_id: str | None = None):
+    import numpy as np
+
+    codes = np.random.default_rng(seed).integers(0, 128, size=(10, 24), dtype=np.int32)
+    return library.save(voice_id, codes, f"This is {name} speaking.", name=name, codebook_size=128,
+                        overwrite=voice_id is not None)
+
+
+def _statuses(view) -> list[str]:
+    return [view.sentences.item(row, 2).text() for row in range(view.sentences.rowCount())]
+
+
+def test_a_chapter_voice_renders_only_that_chapter_again_and_so_does_re_recording_it(
+        make_window, fast_settings, tts_model, tmp_path, qtbot):
+    from s2studio.book import BookProject
+
+    window = _window(make_window, fast_settings, tts_model)
+    reader = _saved_voice(window.library, "Reader", seed=5)
+    assert window.import_book(str(_book_file(tmp_path)))
+    controller, view = window.book, window.book_view
+    view.max_frames.setValue(6)  # short sentences on the tiny model
+    assert view.apply_sampling()
+    _render_to_end(qtbot, window)
+    before = _rendered(controller)
+
+    view.select_chapter(1)
+    assert view.chapter_voice.isEnabled() and view.chapter_voice.currentData() is None
+    assert view.chapter_voice.currentText() == "The narrator's voice (Model's own voice)"
+    index = view.chapter_voice.findData(reader.id)
+    assert view.chapter_voice.itemText(index) == "Reader"
+    view.chapter_voice.setCurrentIndex(index)
+    view.chapter_voice.activated.emit(index)  # what a click on the item sends
+    assert controller.project.manuscript.chapters[1].voice == reader.id
+    assert BookProject.open(controller.project.folder).manuscript.chapters[1].voice == reader.id  # autosaved
+    qtbot.waitUntil(lambda: _statuses(view) == ["…", "…"], timeout=5000)
+    assert [view.sentences.item(row, 1).text() for row in range(2)] == ["Reader", "Reader"]
+    assert view.chapters.item(1, 1).text() == "0/2" and view.chapters.item(0, 1).text() == "3/3"
+    kept = {r for r, k in _rendered(controller).items() if before.get(r) == k}
+    assert kept == {r for r in before if r.chapter == 0}  # chapter one keeps its audio
+
+    summary = _render_to_end(qtbot, window)
+    assert (summary.rendered, summary.skipped) == (2, 3)
+    with_voice = _rendered(controller)
+
+    # The voice re-recorded under the same id: its sentences show as not rendered, and only they render.
+    _saved_voice(window.library, "Reader", seed=6, voice_id=reader.id)
+    window.book.voices_changed()  # what the window does when the voice library says it changed
+    qtbot.waitUntil(lambda: _statuses(view) == ["…", "…"], timeout=5000)
+    assert {r: k for r, k in _rendered(controller).items()} == {r: k for r, k in with_voice.items() if r.chapter == 0}
+    summary = _render_to_end(qtbot, window)
+    assert (summary.rendered, summary.skipped) == (2, 3)
+
+
+def test_the_books_sampling_settings_are_saved_and_asked_about_before_re_rendering(
+        make_window, fast_settings, tts_model, tmp_path, qtbot):
+    from s2studio.book import BookProject
+
+    window = _window(make_window, fast_settings, tts_model)
+    assert window.import_book(str(_book_file(tmp_path)))
+    controller, view = window.book, window.book_view
+    total = controller.project.manuscript.sentence_count
+    view.tabs.setCurrentIndex(view.tabs.indexOf(view.temperature.parentWidget()))
+    assert (view.temperature.value(), view.top_p.value(), view.top_k.value(), view.max_frames.value()) == \
+        (0.8, 0.8, 30, 1024)  # the book's own settings (the studio's say 8 frames: not the book's)
+    asked = []
+    view.ask_confirmation = lambda title, text: asked.append(text) or False
+    view.max_frames.setValue(6)
+    view.top_k.setValue(20)
+    assert view.apply_sampling() and asked == []  # nothing rendered yet: nothing to ask
+    saved = BookProject.open(controller.project.folder).manuscript.generation
+    assert (saved.max_new_tokens, saved.top_k, saved.temperature) == (6, 20, 0.8)
+
+    view.render_button.click()  # while it renders, the settings cannot change under it
+    assert not view.apply_sampling_button.isEnabled()
+    assert not controller.set_sampling(top_k=5) and "Pause the book's render" in view.error_banner.text
+    qtbot.waitUntil(lambda: controller.state == bc.DONE, timeout=120_000)
+    assert controller.rendered_count() == total
+
+    view.temperature.setValue(0.5)
+    assert not view.apply_sampling()  # the user said Cancel: nothing changes
+    assert "every sentence of the book" in asked[0] and f"the {total} sentence(s) rendered" in asked[0]
+    assert controller.project.manuscript.generation.temperature == 0.8 and controller.rendered_count() == total
+    view.ask_confirmation = lambda title, text: True
+    assert view.apply_sampling()
+    assert controller.project.manuscript.generation.temperature == 0.5
+    assert BookProject.open(controller.project.folder).manuscript.generation.temperature == 0.5
+    assert controller.rendered_count() == 0  # every key changed
+    qtbot.waitUntil(lambda: view.chapters.item(0, 1).text() == "0/3" and set(_statuses(view)) == {"…"}, timeout=5000)
+    summary = _render_to_end(qtbot, window)
+    assert summary.rendered == total
+
+    # Out of range from anywhere but the boxes (which cannot go there): a clear message, no change.
+    for values, message in (({"temperature": 2.5}, "Temperature must be from 0 to 2, not 2.5"),
+                            ({"top_k": 1.5}, "Top-k must be a whole number from 0 to 4096"),
+                            ({"max_new_tokens": 0}, "Max frames per sentence must be from 1 to 8192, not 0"),
+                            ({"top_p": float("nan")}, "Top-p must be a number from 0 to 1")):
+        assert not controller.set_sampling(**values)
+        assert message in view.error_banner.text
+    assert controller.project.manuscript.generation.temperature == 0.5
+
+
+def test_on_a_server_the_keys_keep_its_engine_when_the_sampling_changes(qapp, tmp_path):
+    """A server's model name is known only from a render (kept in render-state.json): changing the
+    book's sampling settings recomputes the keys with it, not with nothing."""
+    import json
+
+    from s2studio.book import BookProject, Manuscript
+    from s2studio.book.importing import import_book
+
+    path = _book_file(tmp_path)
+    project = BookProject.create(tmp_path / "book", Manuscript.from_import(import_book(str(path)), seed=1))
+    server_engine = "s2-pro-q8.gguf on http://127.0.0.1:9|stride=16"
+    project.fingerprint = project.manuscript.settings_fingerprint(server_engine)
+    project.forget([])  # writes render-state.json with that fingerprint, as a render on the server did
+
+    class RemoteChoice:  # the studio's settings when a server is chosen: no model file here
+        url = "http://127.0.0.1:9"
+
+    controller = bc.BookController(None, engine_for=None, engine_config=RemoteChoice, books_root=lambda: tmp_path)
+    assert controller.open_folder(str(tmp_path / "book")) is not None
+    assert json.loads(controller.project.fingerprint)["engine"] == server_engine
+    assert controller.set_sampling(top_k=5)
+    fingerprint = json.loads(controller.project.fingerprint)
+    assert fingerprint["engine"] == server_engine and fingerprint["generation"]["top_k"] == 5

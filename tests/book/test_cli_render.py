@@ -143,6 +143,27 @@ def test_edited_manuscript_rerenders_only_the_changed_sentence(tmp_path):
     assert "rendered 1 sentence(s)" in r.stderr and "4 already done" in r.stderr
 
 
+def test_continuing_without_sampling_flags_keeps_the_books_own_settings(tmp_path):
+    """A book's sampling settings are saved with it (the app's Book view sets them too): running
+    again without the flags keeps them, and every sentence's audio; a flag given changes them."""
+    book = tmp_path / "tiny.md"
+    book.write_text(MARKDOWN, encoding="utf-8")
+    out = tmp_path / "out"
+    assert render(book, out, "--no-progress", "--book-format", "none", "--temp", "0.5").returncode == 0
+    project = out / "book-project"
+    bare = [sys.executable, "-m", "s2studio", "render", str(project), "-o", str(out), "-m", str(TINY_MODEL),
+            "--codec-cpu", "--log-level", "error", "--voice-dir", str(tmp_path / "voices"), "--no-progress",
+            "--book-format", "none"]
+    r = subprocess.run(bare, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "rendered 0 sentence(s)" in r.stderr and "5 already done" in r.stderr, r.stderr
+    generation = json.loads((project / "book.json").read_text())["generation"]
+    assert (generation["temperature"], generation["max_new_tokens"], generation["top_k"]) == (0.5, int(FRAMES), 30)
+    r = subprocess.run(bare + ["--top-k", "20", "--max-tokens", FRAMES, "--min-tokens-before-end", FRAMES],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "rendered 5 sentence(s)" in r.stderr, r.stderr
+    assert json.loads((project / "book.json").read_text())["generation"]["top_k"] == 20
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["--parallel", "0"], "--parallel: must be 1 to 32"),
     (["--chapters", "5-3"], "a range goes up"),

@@ -121,7 +121,9 @@ def test_the_project_round_trips_and_checks_what_it_reads(tmp_path):
     for field, value, fragment in (("chapters", "x", "'chapters' must be a list"),
                                    ("generation", {"temperature": 99}, "generation settings"),
                                    ("version", 9, "format version"),
-                                   ("cast", {"characters": {"A": 5}}, "must be a saved voice")):
+                                   ("cast", {"characters": {"A": 5}}, "must be a saved voice"),
+                                   ("voice_digests", {"hero-voice": "xyz"}, "'voice_digests' must map"),
+                                   ("voice_digests", ["hero-voice"], "'voice_digests' must map")):
         bad = dict(data, **{field: value})
         book_json.write_text(json.dumps(bad))
         with pytest.raises(InputError, match=fragment) as err:
@@ -184,3 +186,52 @@ def test_importing_a_file_again_keeps_the_cast_dictionary_seed_and_rendered_sent
         ["failed", "rendered", "rendered", "missing", "rendered"]
     fresh = BookProject.from_book_file(book, tmp_path / "p", restart=True)
     assert {fresh.status(j.key) for j in fresh.manuscript.jobs(None, "")} == {"missing"}
+
+
+def test_voice_digests_change_only_the_keys_of_that_voices_sentences(tmp_path):
+    """Books made before digests keep the keys of every sentence without a saved voice: the key
+    is the same hash of the same four parts; a digest is a fifth part only where it applies."""
+    import hashlib
+
+    m = small_manuscript()
+    m.chapters[2].voice = "reader"
+    m.voice_digests = {"reader": "0123456789abcdef", "unused": "fedcba9876543210"}
+    for job in m.jobs([1, 2], "fp"):
+        parts = [job.model_text, job.voice, job.seed, "fp"] + (["0123456789abcdef"] if job.voice else [])
+        assert job.key == hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
+    old = {j.ref: j.key for j in m.jobs([2], "fp")}
+    m.voice_digests["reader"] = "1111111111111111"  # saved again under the same id
+    assert all(j.key != old[j.ref] for j in m.jobs([2], "fp"))
+    assert m.voices_used() == {"reader"}
+    BookProject.create(tmp_path / "b", m)
+    again = BookProject.open(tmp_path / "b").manuscript
+    assert again.voice_digests == m.voice_digests and again.jobs(None, "fp") == m.jobs(None, "fp")
+    data = json.loads((tmp_path / "b" / "book.json").read_text())
+    del data["voice_digests"]  # a book saved before digests existed: read, with none known
+    (tmp_path / "b" / "book.json").write_text(json.dumps(data))
+    assert BookProject.open(tmp_path / "b").manuscript.voice_digests == {}
+
+
+def test_only_voices_the_library_holds_get_a_digest(tmp_path):
+    """A voice the library lacks (a server's own voice with --server, or a missing one) keys as
+    before digests; one it holds is found as the engine finds it (ids ignore case)."""
+    import numpy as np
+
+    from s2studio.book.voice_digests import voice_digest
+    from s2studio.engine.voices import VoiceLibrary
+
+    library = VoiceLibrary(tmp_path / "voices")
+    codes = np.arange(240, dtype=np.int32).reshape(10, 24) % 128
+    library.save("alice", codes, "Alice here.", name="Alice", codebook_size=128)
+    m = small_manuscript()
+    m.voice = "ALICE"
+    m.chapters[2].voice = "on-the-server"
+    project = BookProject.create(tmp_path / "b", m)
+    before = {j.ref: j.key for j in m.jobs([1, 2], "fp")}
+    assert project.refresh_voice_digests(library)
+    assert m.voice_digests == {"ALICE": voice_digest(codes, "Alice here.")}
+    assert not project.refresh_voice_digests(library)  # nothing changed
+    after = {j.ref: j.key for j in m.jobs([1, 2], "fp")}
+    assert {r for r in after if after[r] == before[r]} == {r for r in after if r.chapter == 2}  # the server's voice
+    assert {r for r in after if after[r] != before[r]} == {r for r in after if r.chapter == 1}  # alice's
+    assert project.refresh_voice_digests(None) and m.voice_digests == {}  # no library: no digests

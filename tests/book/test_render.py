@@ -137,3 +137,93 @@ def test_parallel_has_a_range(tmp_path, tiny_pipeline):
         with pytest.raises(InputError, match="parallel must be 1 to 8"):
             BookRenderer(tiny_pipeline, project, parallel=bad)
     assert BookRenderer(tiny_pipeline, project).parallel == 4  # a CPU's default
+
+
+def _save_voice(library, voice_id: str, seed: int, transcript: str = "A voice speaking."):
+    codes = np.random.default_rng(seed).integers(0, 128, size=(10, 24), dtype=np.int32)
+    return library.save(voice_id, codes, transcript, name=voice_id, codebook_size=128, overwrite=True)
+
+
+def test_a_voice_saved_again_under_its_id_renders_only_its_sentences_again(tmp_path, tiny_pipeline):
+    from s2studio.book.voice_digests import voice_digest
+
+    library = tiny_pipeline.voices  # a real VoiceLibrary in a folder of the test's own
+    _save_voice(library, "reader", seed=1)
+    _save_voice(library, "other", seed=2)
+    project = project_at(tmp_path / "b")
+    project.manuscript.chapters[1].voice = "reader"  # chapter Two: two sentences
+    project.manuscript.chapters[2].paragraphs[0].sentences[0].voice = "other"
+    project.save()
+    no_voice_keys = {j.ref: j.key for j in project.manuscript.jobs(None, "") if j.voice is None}
+    renderer = BookRenderer(tiny_pipeline, project, parallel=2)
+    stored = library.get("reader")
+    assert project.manuscript.voice_digests == {"reader": voice_digest(stored.codes, stored.transcript),
+                                                "other": voice_digest(library.get("other").codes,
+                                                                      library.get("other").transcript)}
+    assert renderer.run().rendered == 6
+    before = {j.ref: j.key for j in project.manuscript.jobs(None, project.fingerprint)}
+    # Digests never move the keys of sentences without a saved voice.
+    assert {j.ref: j.key for j in project.manuscript.jobs(None, "") if j.voice is None} == no_voice_keys
+
+    # The same voice saved again (same codes and transcript, another display name): nothing to do.
+    library.rename("reader", "The Reader")
+    assert BookRenderer(tiny_pipeline, BookProject.open(project.folder), parallel=2).plan() == []
+
+    # Re-recorded under the same id: only its sentences are planned, rendered, and get new keys.
+    _save_voice(library, "reader", seed=3)
+    reopened = BookProject.open(project.folder)
+    renderer = BookRenderer(tiny_pipeline, reopened, parallel=2)
+    assert [j.ref for j in renderer.plan()] == [SentenceRef(1, 0, 0), SentenceRef(1, 0, 1)]
+    summary = renderer.run()
+    assert (summary.rendered, summary.skipped) == (2, 4)
+    after = {j.ref: j.key for j in reopened.manuscript.jobs(None, reopened.fingerprint)}
+    assert {r for r in after if after[r] != before[r]} == {SentenceRef(1, 0, 0), SentenceRef(1, 0, 1)}
+    # The digests are in book.json: status and export after a restart, without a library, agree.
+    again = BookProject.open(project.folder)
+    assert again.manuscript.voice_digests == reopened.manuscript.voice_digests
+    assert [again.status(k) for k in after.values()] == ["rendered"] * 6
+
+    # A changed transcript alone is another voice too.
+    stored = library.get("other")
+    library.save("other", stored.codes, "Another transcript.", name="other", codebook_size=128, overwrite=True)
+    assert [j.ref for j in BookRenderer(tiny_pipeline, again, parallel=2).plan()] == [SentenceRef(2, 0, 0)]
+
+
+def test_a_book_from_before_voice_digests_keeps_its_rendered_audio(tmp_path, tiny_pipeline):
+    """What an older s2studio left: keys without digests, no "voice_digests" in book.json. The
+    first render moves that audio to the new keys instead of rendering it again."""
+    import json
+    import os
+
+    library = tiny_pipeline.voices
+    _save_voice(library, "elder", seed=7)
+    project = project_at(tmp_path / "b")
+    project.manuscript.voice = "elder"  # the narrator: every sentence
+    project.save()
+    BookRenderer(tiny_pipeline, project, parallel=2).run()
+    audio = {j.ref: project.audio_of(j.key)[0] for j in project.manuscript.jobs(None, project.fingerprint)}
+    # Back to the old layout: each sentence's audio under its key without the digest.
+    digests, project.manuscript.voice_digests = project.manuscript.voice_digests, {}
+    old = {j.ref: j.key for j in project.manuscript.jobs(None, project.fingerprint)}
+    project.manuscript.voice_digests = digests
+    state = json.loads((tmp_path / "b" / "render-state.json").read_text())
+    for job in project.manuscript.jobs(None, project.fingerprint):
+        os.replace(project.sentence_path(job.key), project.sentence_path(old[job.ref]))
+        state["sentences"][old[job.ref]] = state["sentences"].pop(job.key)
+    (tmp_path / "b" / "render-state.json").write_text(json.dumps(state))
+    book = json.loads((tmp_path / "b" / "book.json").read_text())
+    del book["voice_digests"]
+    (tmp_path / "b" / "book.json").write_text(json.dumps(book))
+
+    legacy = BookProject.open(tmp_path / "b")
+    assert legacy.legacy_voice_keys and all(legacy.is_rendered(k) for k in old.values())
+    renderer = BookRenderer(tiny_pipeline, legacy, parallel=2)
+    assert renderer.plan() == [] and renderer.run().rendered == 0
+    for job in legacy.manuscript.jobs(None, legacy.fingerprint):
+        assert job.key != old[job.ref] and not os.path.exists(legacy.sentence_path(old[job.ref]))
+        np.testing.assert_array_equal(legacy.audio_of(job.key)[0], audio[job.ref])
+    again = BookProject.open(tmp_path / "b")  # saved: no longer an old book, the digests known
+    assert not again.legacy_voice_keys and again.manuscript.voice_digests == digests
+    # From now on a re-recorded voice renders its sentences again, as in any book.
+    _save_voice(library, "elder", seed=8)
+    assert len(BookRenderer(tiny_pipeline, again, parallel=2).plan()) == 6

@@ -31,6 +31,9 @@ def test_a_book_through_the_remote_engine_keeps_n_in_flight_with_the_local_sampl
     assert (summary.rendered, summary.failed) == (4, 0), summary.failures
     assert BookRenderer(local_pipeline, here, parallel=1).run().rendered == 4
     assert max(in_flight) >= 2  # the server was decoding several sentences at once
+    # The uploaded voice's content is in the keys on both engines (its digest from the local library).
+    assert set(there.manuscript.voice_digests) == {"hope"}
+    assert there.manuscript.voice_digests == here.manuscript.voice_digests
     for job_here, job_there in zip(here.manuscript.jobs(None, here.fingerprint),
                                    there.manuscript.jobs(None, there.fingerprint)):
         np.testing.assert_array_equal(there.audio_of(job_there.key)[0], here.audio_of(job_here.key)[0])

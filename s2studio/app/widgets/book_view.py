@@ -13,11 +13,14 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
     QComboBox,
+    QDoubleSpinBox,
     QFileDialog,
+    QFormLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QProgressBar,
     QPushButton,
     QSpinBox,
@@ -35,6 +38,7 @@ from s2studio.book import SentenceRef
 
 REFRESH_MS = 400
 MODEL_VOICE = "Model's own voice"
+NARRATOR_VOICE = "The narrator's voice"
 STATUS_TEXT = {"rendered": "✓ rendered", "failed": "✗ failed", "missing": "…"}
 STATE_TEXT = {bc.IDLE: "Not rendering", bc.RENDERING: "Rendering", bc.PAUSING: "Pausing after the sentences in flight…",
               bc.PAUSED: "Paused", bc.WAITING: "Waiting: a studio take goes first", bc.DONE: "Every sentence is rendered"}
@@ -130,6 +134,7 @@ class BookView(QWidget):
         self.tabs.addTab(self._build_sentences(), "Sentences")
         self.tabs.addTab(self._build_cast(), "Cast")
         self.tabs.addTab(self._build_dictionary(), "Pronunciation")
+        self.tabs.addTab(self._build_sampling(), "Sampling")
         splitter.addWidget(self.tabs)
         splitter.setSizes([330, 800])
         splitter.setChildrenCollapsible(False)
@@ -174,6 +179,17 @@ class BookView(QWidget):
     def _build_sentences(self) -> QWidget:
         page = QWidget()
         v = QVBoxLayout(page)
+        voice_row = QHBoxLayout()
+        voice_row.addWidget(QLabel("Chapter voice:"))
+        self.chapter_voice = QComboBox()
+        self.chapter_voice.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.chapter_voice.setMinimumContentsLength(18)
+        self.chapter_voice.setToolTip("The voice of this chapter's sentences that no character or sentence voice "
+                                      "claims (the narrator's unless you choose another)")
+        self.chapter_voice.activated.connect(self._chapter_voice_chosen)
+        voice_row.addWidget(self.chapter_voice)
+        voice_row.addStretch(1)
+        v.addLayout(voice_row)
         self.sentences = QTableWidget(0, 3)
         self.sentences.setHorizontalHeaderLabels(["Sentence (double-click to edit)", "Voice", "Status"])
         self.sentences.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -273,6 +289,53 @@ class BookView(QWidget):
         v.addLayout(add)
         return page
 
+    def _build_sampling(self) -> QWidget:
+        page = QWidget()
+        v = QVBoxLayout(page)
+        note = QLabel("The book's own sampling settings, saved with the book (the studio's settings do not change "
+                      "them). Every sentence's audio depends on them: changing them renders the whole book again.")
+        note.setWordWrap(True)
+        v.addWidget(note)
+        form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.FieldsStayAtSizeHint)
+        low, high = bc.SAMPLING_RANGES["temperature"]
+        self.temperature = QDoubleSpinBox(decimals=2, minimum=low, maximum=high, singleStep=0.05)
+        self.temperature.setToolTip(f"{low:g} to {high:g}; 0 = always the likeliest sound")
+        low, high = bc.SAMPLING_RANGES["top_p"]
+        self.top_p = QDoubleSpinBox(decimals=2, minimum=low, maximum=high, singleStep=0.05)
+        self.top_p.setToolTip(f"{low:g} to {high:g}; 1 = no cut")
+        low, high = bc.SAMPLING_RANGES["top_k"]
+        self.top_k = QSpinBox(minimum=low, maximum=high)
+        self.top_k.setToolTip(f"{low} to {high}; 0 = no cut")
+        low, high = bc.SAMPLING_RANGES["max_new_tokens"]
+        self.max_frames = QSpinBox(minimum=low, maximum=high)
+        self.max_frames.setSuffix(" frames")
+        self.max_frames.setToolTip(f"{low} to {high}; 21.5 frames = 1 s of audio. A sentence that reaches it is cut "
+                                   "off there")
+        self._sampling_boxes = {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k,
+                                "max_new_tokens": self.max_frames}
+        for name, box in self._sampling_boxes.items():
+            box.setMinimumWidth(140)
+            form.addRow(bc.SAMPLING_LABELS[name] + ":", box)
+        v.addLayout(form)
+        row = QHBoxLayout()
+        self.apply_sampling_button = QPushButton("Apply…")
+        self.apply_sampling_button.setToolTip("Save these settings with the book; every sentence renders again")
+        self.apply_sampling_button.clicked.connect(self.apply_sampling)
+        self.revert_sampling_button = QPushButton("Revert")
+        self.revert_sampling_button.setToolTip("Show the book's saved settings again")
+        self.revert_sampling_button.clicked.connect(self._fill_sampling)
+        row.addWidget(self.apply_sampling_button)
+        row.addWidget(self.revert_sampling_button)
+        row.addStretch(1)
+        v.addLayout(row)
+        self.sampling_note = QLabel("")
+        self.sampling_note.setWordWrap(True)
+        v.addWidget(self.sampling_note)
+        v.addStretch(1)
+        self._sampling_shown = None  # the book's settings the boxes were filled from
+        return page
+
     # ---- voices --------------------------------------------------------------------------------
     def _voice_choices(self) -> list[tuple[str, str | None]]:
         out: list[tuple[str, str | None]] = [(MODEL_VOICE, None)]
@@ -289,6 +352,7 @@ class BookView(QWidget):
         return f"{voice_id} (not in the voice library)" if voice_id else MODEL_VOICE
 
     def reload_voices(self) -> None:
+        self._fill_chapter_voice()
         for combo in (self.narrator, self.character_voice):
             current = combo.currentData()
             combo.clear()
@@ -301,6 +365,7 @@ class BookView(QWidget):
     # ---- reacting --------------------------------------------------------------------------------
     def _on_opened(self, project) -> None:
         self._chapter = -1
+        self._sampling_shown = None
         self.error_banner.hide()
         self.refresh()
         first = next((i for i, c in enumerate(project.manuscript.chapters) if c.included), 0)
@@ -330,6 +395,8 @@ class BookView(QWidget):
         self._fill_sentences()
         self._fill_cast()
         self._fill_dictionary()
+        if m.generation != self._sampling_shown:  # not while a render refreshes: the user may be typing
+            self._fill_sampling()
 
     def _fill_chapters(self) -> None:
         m = self.controller.project.manuscript
@@ -363,6 +430,7 @@ class BookView(QWidget):
         if not 0 <= c < len(m.chapters):
             self.sentences.setRowCount(0)
             self._refs = []
+            self._fill_chapter_voice()
             return
         selected = self.selected_ref()
         refs = [SentenceRef(c, p, s) for p, s, _ in m.chapters[c].sentences()]
@@ -397,7 +465,42 @@ class BookView(QWidget):
         finally:
             self._filling = False
         self._fill_paragraph_characters()
+        self._fill_chapter_voice()
         self._enable()
+
+    def _fill_chapter_voice(self) -> None:
+        """The shown chapter's own voice: the narrator's (None) or a saved voice."""
+        project = self.controller.project
+        narrator = self._voice_name(project.manuscript.voice) if project is not None else MODEL_VOICE
+        items = [(f"{NARRATOR_VOICE} ({narrator})", None)]
+        items += [(name, vid) for name, vid in self._voice_choices() if vid is not None]
+        chapters = project.manuscript.chapters if project is not None else []
+        voice = chapters[self._chapter].voice if 0 <= self._chapter < len(chapters) else None
+        if voice and voice not in [vid for _name, vid in items]:
+            items.append((self._voice_name(voice), voice))
+        combo = self.chapter_voice
+        shown = [(combo.itemText(i), combo.itemData(i)) for i in range(combo.count())]
+        if items != shown:  # refilled only when it changed: a render's refreshes leave an open list alone
+            self.chapter_voice.clear()
+            for name, vid in items:
+                self.chapter_voice.addItem(name, vid)
+        self.chapter_voice.setCurrentIndex(max(self.chapter_voice.findData(voice), 0))
+        self.chapter_voice.setEnabled(0 <= self._chapter < len(chapters))
+
+    def _fill_sampling(self) -> None:
+        project = self.controller.project
+        if project is None:
+            return
+        g = project.manuscript.generation
+        for name, box in self._sampling_boxes.items():
+            value = getattr(g, name)
+            low, high = bc.SAMPLING_RANGES[name]
+            # A value set beyond the studio's range (by `s2studio render`) is shown as it is.
+            box.setRange(min(low, value), max(high, value))
+            box.setValue(value)
+        self._sampling_shown = g
+        self.sampling_note.setText(f"The book's seed (each sentence's own seed comes from it): {g.seed}"
+                                   if g.seed is not None else "")
 
     def _fill_cast(self) -> None:
         m = self.controller.project.manuscript
@@ -457,6 +560,10 @@ class BookView(QWidget):
         self.export_button.setEnabled(has_book and not self.controller.exporting)
         for w in (self.play_button, self.regenerate_button, self.paragraph_character):
             w.setEnabled(has_sentence)
+        self.apply_sampling_button.setEnabled(has_book and not self.controller.rendering)
+        self.apply_sampling_button.setToolTip("Save these settings with the book; every sentence renders again"
+                                              if not self.controller.rendering else
+                                              "Pause the render to change the book's sampling settings")
         if not self.audio.status.can_play:
             self.play_button.setEnabled(False)
             self.play_button.setToolTip(f"Playback is off: {self.audio.status.reason}")
@@ -534,6 +641,53 @@ class BookView(QWidget):
         ref = self.selected_ref()
         if ref is not None:
             self.controller.set_paragraph_character(ref, self.paragraph_character.currentData())
+
+    def _chapter_voice_chosen(self, _index: int) -> None:
+        if 0 <= self._chapter:
+            self.controller.set_chapter_voice(self._chapter, self.chapter_voice.currentData())
+
+    def sampling_changes(self) -> dict:
+        """The settings in the boxes that differ from the book's (to the boxes' precision)."""
+        g = self.controller.project.manuscript.generation
+        out = {}
+        for name, box in self._sampling_boxes.items():
+            value, current = box.value(), getattr(g, name)
+            if isinstance(box, QDoubleSpinBox):
+                if abs(value - current) > 0.5 * 10 ** -box.decimals():
+                    out[name] = round(value, box.decimals())
+            elif value != current:
+                out[name] = value
+        return out
+
+    def ask_confirmation(self, title: str, text: str) -> bool:
+        """A separate method so a test can answer it without a modal dialog."""
+        buttons = QMessageBox.StandardButton
+        answer = QMessageBox.question(self, title, text, buttons.Yes | buttons.Cancel, buttons.Cancel)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def apply_sampling(self) -> bool:
+        """The boxes' settings saved with the book, after a confirmation when rendered sentences
+        would have to be rendered again."""
+        if self.controller.project is None:
+            return False
+        changes = self.sampling_changes()
+        if not changes:
+            self.notice_banner.show_message("The book's sampling settings are unchanged.")
+            return False
+        rendered = self.controller.rendered_count()
+        if rendered:
+            what = ", ".join(f"{bc.SAMPLING_LABELS[k].lower()} {v:g}" for k, v in changes.items())
+            if not self.ask_confirmation(
+                    "Render the whole book again?",
+                    f"With {what}, every sentence of the book would sound different, so all of them render again: "
+                    f"the {rendered} sentence(s) rendered so far are set aside (their audio stays in the book "
+                    "folder; setting the old values back finds it again).\n\nApply the new settings?"):
+                return False
+        if not self.controller.set_sampling(**changes):
+            return False
+        self.notice_banner.show_message("The book's sampling settings are saved; every sentence renders with them"
+                                        + (" (Render to start)." if rendered else "."))
+        return True
 
     def _add_character(self) -> None:
         name = self.character_name.text().strip()

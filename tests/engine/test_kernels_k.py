@@ -15,6 +15,8 @@ import torch
 
 pytest.importorskip("numba")
 
+from s2studio.engine.kernels import backend  # noqa: E402
+from s2studio.engine.kernels.backend import KernelSettings  # noqa: E402
 from s2studio.engine.kernels import common as kcommon  # noqa: E402
 from s2studio.engine.kernels import quant_types as quant_types  # noqa: E402
 from s2studio.engine.kernels import qmatrix  # noqa: E402
@@ -139,7 +141,7 @@ def test_block_shape_is_checked(qtype):
 
 @pytest.mark.parametrize("qtype", ["Q4_K", "Q5_K", "Q6_K", "Q4_0", "Q3_K", "Q2_K", "Q8_0"])
 def test_prefill_multiplies_by_the_exact_values(qtype, monkeypatch):
-    """The prefill GEMM (more than MAX_KERNEL_ROWS activation rows) uses the file's exact values.
+    """The exact prefill GEMM (more than MAX_KERNEL_ROWS activation rows) uses the file's exact values.
     Multiplying by the identity returns the weights themselves. bfloat16 (used before) would
     move a value by up to |q|/256 of its quantization step: half a step for Q8_0, more than half
     for Q4_K/Q5_K blocks whose minimum is far from zero (docs/performance.md, "Exact prefill")."""
@@ -150,5 +152,8 @@ def test_prefill_multiplies_by_the_exact_values(qtype, monkeypatch):
     else:
         raw = random_blocks(qtype, rows, cols, 4)
     monkeypatch.setattr(qmatrix, "PREFILL_CHUNK_ELEMS", 8 * cols)  # chunks of 8 rows + a remainder
-    got = QuantMatrix(qtype, raw, (rows, cols)).matmul_t(torch.eye(cols))
+    # The exact path (S2_PREFILL=exact; the default runs prompts on the integer kernels, whose
+    # precision test_qmatrix.py and test_prefill_precision.py bound).
+    with backend.configured(KernelSettings(prefill="exact")):
+        got = QuantMatrix(qtype, raw, (rows, cols)).matmul_t(torch.eye(cols))
     assert torch.equal(got.T.contiguous(), torch.from_numpy(reference(qtype, raw, cols)))

@@ -22,9 +22,15 @@ log = logging.getLogger(__name__)
 # tests/engine/test_warmup.py checks the list still covers them).
 MODULES = (
     "torch",
+    "gguf",  # the GGUF reader (engine.model.gguf_file imports it where it reads a file)
     "s2studio.engine.model.gguf_file",
     "s2studio.engine.model.loader",
     "s2studio.engine.model.prefix_cache",
+    "s2studio.engine.model.generate",
+    "s2studio.engine.model.sampler",
+    "s2studio.engine.model.static_step",
+    "s2studio.engine.threads",
+    "tokenizers",
     "s2studio.engine.text.tokenizer",
     "s2studio.engine.text.prompt",
     "s2studio.engine.codec.placement",

@@ -1,8 +1,9 @@
 """``InferenceWorker``: the one QObject that owns the model, living on its own QThread.
 
 Everything that touches torch happens in this object's slots, on the worker thread: the
-engine is imported on the first request (so the window is up before torch loads), the model
-loads lazily, and chunks travel back to the window as queued signals. An exception never
+engine is imported and warmed up on the first request (so the window is up before torch loads;
+see ``_warm_up_engine``), the model loads lazily, and chunks travel back to the window as
+queued signals. An exception never
 crosses the thread: it becomes a :class:`WorkerError` on ``failed``.
 
 Contract: signals ``loading(stage, fraction)``, ``progress(GenerationProgress)``,
@@ -143,13 +144,13 @@ class InferenceWorker(QObject):
             return self._ensure_loaded_locked(settings)
 
     def _ensure_loaded_locked(self, settings: EngineSettings):
-        _warm_up_engine()
-        from s2studio.engine.pipeline import Pipeline
-        from s2studio.engine.voices import VoiceLibrary
         from s2studio.remote import RemoteSettings
 
         if isinstance(settings, RemoteSettings):
-            return self._ensure_remote(settings)
+            return self._ensure_remote(settings)  # the model is a server's: no local engine to warm
+        _warm_up_engine()
+        from s2studio.engine.pipeline import Pipeline
+        from s2studio.engine.voices import VoiceLibrary
         if not settings.model_path:
             raise _input_error("No model file is chosen yet. Open Settings (or the welcome page) and pick the "
                                "S2 Pro .gguf file.")

@@ -144,13 +144,13 @@ class InferenceWorker(QObject):
             return self._ensure_loaded_locked(settings)
 
     def _ensure_loaded_locked(self, settings: EngineSettings):
-        from s2studio.remote import RemoteSettings
-
-        if isinstance(settings, RemoteSettings):
-            return self._ensure_remote(settings)  # the model is a server's: no local engine to warm
         _warm_up_engine()
         from s2studio.engine.pipeline import Pipeline
         from s2studio.engine.voices import VoiceLibrary
+        from s2studio.remote import RemoteSettings
+
+        if isinstance(settings, RemoteSettings):
+            return self._ensure_remote(settings)
         if not settings.model_path:
             raise _input_error("No model file is chosen yet. Open Settings (or the welcome page) and pick the "
                                "S2 Pro .gguf file.")
@@ -279,6 +279,9 @@ def _warm_up_engine() -> None:
         gc.set_threshold(young, middle, 1 << 30)  # no full collection until the freeze
         try:
             warm_up()
+            # This worker's own lazy import (http, email: a full collection's worth of objects)
+            # joins the frozen heap rather than triggering a collection of it first.
+            import s2studio.remote  # noqa: F401
         finally:
             gc.freeze()
             gc.set_threshold(young, middle, old)

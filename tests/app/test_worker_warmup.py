@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.app.conftest import ROOT, TTS_MODEL
 
 CODE = r"""
@@ -41,24 +43,28 @@ assert "torch" not in sys.modules and gc.get_freeze_count() == 0
 full_unfrozen = []  # full collections while the heap was not frozen yet
 gc.callbacks.append(lambda phase, info: full_unfrozen.append(1)
                     if phase == "start" and info["generation"] == 2 and not gc.get_freeze_count() else None)
-found = []
+found, failed = [], []
 host.worker.devices_found.connect(found.append)
-asker.devices.emit()
-wait(host.worker.devices_found)
+host.worker.failed.connect(failed.append)
+settings = EngineSettings(model_path=sys.argv[1], codec_mode="cpu")
+if sys.argv[2] == "devices":  # as run_app does once the window is up
+    asker.devices.emit()
+    wait(host.worker.devices_found)
+else:  # the load is the engine's first use
+    asker.load.emit(LoadRequest(settings))
+    wait(host.worker.loaded)
 frozen = gc.get_freeze_count()
 
 import torch, numba
 tracked = {id(o) for o in gc.get_objects()}
 modules_frozen = id(torch) not in tracked and id(numba) not in tracked and id(torch.Tensor) not in tracked
 
-settings = EngineSettings(model_path=sys.argv[1], codec_mode="cpu")
-failed = []
-host.worker.failed.connect(failed.append)
-asker.load.emit(LoadRequest(settings))
-wait(host.worker.loaded)
+if sys.argv[2] == "devices":
+    asker.load.emit(LoadRequest(settings))
+    wait(host.worker.loaded)
 pipeline = host.worker.engine_for(settings)  # loaded: returns it
 model_collectable = any(o is pipeline.model for o in gc.get_objects())
-print(json.dumps({"devices": [d for d, _ in found[0]], "frozen": frozen, "frozen_after_load": gc.get_freeze_count(),
+print(json.dumps({"devices": [d for d, _ in found[0]] if found else None, "frozen": frozen, "frozen_after_load": gc.get_freeze_count(),
                   "full_unfrozen": len(full_unfrozen), "thresholds": gc.get_threshold() == thresholds,
                   "modules_frozen": modules_frozen, "model_collectable": model_collectable,
                   "failed": [f.message for f in failed]}))
@@ -66,14 +72,16 @@ host.shutdown()
 """
 
 
-def test_the_engine_warm_up_freezes_its_heap_without_a_full_collection(tmp_path):
-    res = subprocess.run([sys.executable, "-c", CODE, str(TTS_MODEL)], capture_output=True, text=True,
+@pytest.mark.parametrize("first_use", ["devices", "load"])
+def test_the_engine_warm_up_freezes_its_heap_without_a_full_collection(tmp_path, first_use):
+    res = subprocess.run([sys.executable, "-c", CODE, str(TTS_MODEL), first_use], capture_output=True, text=True,
                          timeout=600, cwd=str(ROOT),
                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen",
                               "S2STUDIO_CACHE_DIR": str(tmp_path / "cache"), "S2STUDIO_LOG_DIR": str(tmp_path)})
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout.strip().splitlines()[-1])
-    assert out["failed"] == [] and "cpu" in out["devices"]
+    assert out["failed"] == []
+    assert first_use == "load" or "cpu" in out["devices"]
     assert out["full_unfrozen"] == 0  # no full collection from the first engine use to the freeze
     assert out["frozen"] > 100_000 and out["modules_frozen"]  # torch's and numba's objects: skipped from now on
     # once per process: the load froze nothing more (frozen objects can still be freed by refcount)

@@ -38,6 +38,7 @@ MODULES = (
     "s2studio.engine.codec.streaming",
     "s2studio.engine.kernels.qmatrix",
     "s2studio.engine.kernels.intdot",
+    "s2studio.engine.kernels.choice",
 )
 
 _lock = threading.Lock()

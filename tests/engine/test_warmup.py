@@ -11,7 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 GOLDEN_MODEL = Path(__file__).resolve().parents[1] / "data" / "golden" / "tts_f32" / "model.gguf"
+# wide enough for the quantized kernels' block sizes (as tests/engine/test_prefix_cache.py)
+WIDE = ("--dim", "256", "--heads", "8", "--kv-heads", "2", "--ffn", "512", "--qk-norm", "on",
+        "--head-dim", "32", "--fast-dim", "256", "--fast-heads", "4", "--fast-kv-heads", "2",
+        "--fast-head-dim", "64", "--fast-ffn", "512", "--layers", "2", "--fast-layers", "2")
 
 CODE = r"""
 import json, sys, tempfile
@@ -29,7 +35,8 @@ def heavy(names):
     return sorted(n for n in names if n.split(".")[0] in HEAVY or n.startswith(HEAVY))
 
 before = set(sys.modules)
-pipeline = Pipeline(EngineSettings(model_path=sys.argv[1], codec_mode="cpu"), voices=VoiceLibrary(tempfile.mkdtemp()))
+pipeline = Pipeline(EngineSettings(model_path=sys.argv[1], tokenizer_path=sys.argv[2], codec_mode="cpu"),
+                    voices=VoiceLibrary(tempfile.mkdtemp()))
 pipeline.load()
 loaded = set(sys.modules)
 from s2studio.engine.params import GenerationParams
@@ -40,10 +47,13 @@ print(json.dumps({"first": first, "again": again, "compiled": bool(compiled), "a
 """
 
 
-def test_after_the_warm_up_a_load_and_a_take_import_nothing_heavy(tmp_path):
+@pytest.mark.parametrize("weights", ["f32", "q4_k"])
+def test_after_the_warm_up_a_load_and_a_take_import_nothing_heavy(tmp_path, weights, make_tiny_model, tiny_tokenizer):
+    # q4_k: the quantized matrices' kernels (C integer dots, numba) in the load and the take
+    model = GOLDEN_MODEL if weights == "f32" else make_tiny_model("--seed", "5", *WIDE, quant="q4_k")[0]
     env = dict(os.environ, S2STUDIO_CACHE_DIR=str(tmp_path / "cache"))
-    res = subprocess.run([sys.executable, "-c", CODE, str(GOLDEN_MODEL)], capture_output=True, text=True,
-                         timeout=600, env=env)
+    res = subprocess.run([sys.executable, "-c", CODE, str(model), str(tiny_tokenizer)], capture_output=True,
+                         text=True, timeout=600, env=env)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["first"] is True and out["again"] is False  # the work is done once per process

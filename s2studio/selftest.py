@@ -30,7 +30,7 @@ REQUIRED_MODULES = (
     "PySide6.QtCore", "PySide6.QtGui", "PySide6.QtWidgets",
     "s2studio.audio", "s2studio.engine.pipeline", "s2studio.engine.codec", "s2studio.engine.voices",
     "s2studio.cli.synth", "s2studio.cli.codec_cmds", "s2studio.cli.voices_cmd", "s2studio.cli.trace",
-    "s2studio.cli.serve", "s2studio.devtools.tiny_model", "numba", "llvmlite",
+    "s2studio.cli.serve", "s2studio.devtools.tiny_model", "s2studio.engine.warmup", "numba", "llvmlite",
 )
 # Needed by one feature but not declared as a hard dependency: a bundle must carry them (its user
 # cannot pip install), a source checkout only gets a warning.

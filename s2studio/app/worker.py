@@ -1,8 +1,9 @@
 """``InferenceWorker``: the one QObject that owns the model, living on its own QThread.
 
 Everything that touches torch happens in this object's slots, on the worker thread: the
-engine is imported on the first request (so the window is up before torch loads), the model
-loads lazily, and chunks travel back to the window as queued signals. An exception never
+engine is imported and warmed up on the first request (so the window is up before torch loads;
+see ``_warm_up_engine``), the model loads lazily, and chunks travel back to the window as
+queued signals. An exception never
 crosses the thread: it becomes a :class:`WorkerError` on ``failed``.
 
 Contract: signals ``loading(stage, fraction)``, ``progress(GenerationProgress)``,
@@ -17,6 +18,7 @@ it queued) lists the CPU and the GPUs torch sees, on ``devices_found``, without 
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -105,7 +107,7 @@ class InferenceWorker(QObject):
         """The devices the engine could run on: torch's cheap queries (no model, no GPU memory);
         here, on the worker's thread, because importing torch takes seconds."""
         try:
-            _preload_engine()
+            _warm_up_engine()
             from s2studio.engine.pipeline import Pipeline
 
             found = tuple(Pipeline.available_devices())
@@ -142,7 +144,7 @@ class InferenceWorker(QObject):
             return self._ensure_loaded_locked(settings)
 
     def _ensure_loaded_locked(self, settings: EngineSettings):
-        _preload_engine()
+        _warm_up_engine()
         from s2studio.engine.pipeline import Pipeline
         from s2studio.engine.voices import VoiceLibrary
         from s2studio.remote import RemoteSettings
@@ -249,12 +251,41 @@ class InferenceWorker(QObject):
         return VoiceLibrary(self._voices_folder)
 
 
-def _preload_engine() -> None:
-    """torch's and numba's native libraries mapped with the GIL released, before the engine
-    imports them (they would hold it for hundreds of ms: the window's event loop stalled)."""
-    from s2studio.engine.api import preload_native_libraries
+_warm_lock = threading.Lock()
+_warmed = False
 
-    preload_native_libraries()
+
+def _warm_up_engine() -> None:
+    """The engine's one-time work (native libraries mapped with the GIL released, torch, numba
+    and the engine imported, numba's first call made: ``engine.api.warm_up``) without a full
+    garbage collection, then the heap it made frozen.
+
+    Why: every event-loop gap over 50 ms during the first load and the first take
+    (benchmarks/ui_latency.py) was a full (generation 2) collection of Python's cyclic garbage
+    collector on this thread, 83-180 ms each: it holds the GIL while it walks every tracked
+    object, and torch, numba and scipy bring ~250 000. So during the warm-up only the young
+    generations are collected (cheap, and they free nearly all of the imports' garbage: ~50
+    objects were left for a full collection, against ~7 400 with the collector off), and then
+    ``gc.freeze()`` moves every object alive to the permanent generation, which later
+    collections skip. Those are modules, classes and functions that live as long as the process
+    does; the model is loaded after this, so it stays collectable."""
+    global _warmed
+    with _warm_lock:  # query_devices and the book renderer's first load may race here
+        if _warmed:
+            return
+        from s2studio.engine.api import warm_up
+
+        young, middle, old = gc.get_threshold()
+        gc.set_threshold(young, middle, 1 << 30)  # no full collection until the freeze
+        try:
+            warm_up()
+            # This worker's own lazy import (http, email: a full collection's worth of objects)
+            # joins the frozen heap rather than triggering a collection of it first.
+            import s2studio.remote  # noqa: F401
+        finally:
+            gc.freeze()
+            gc.set_threshold(young, middle, old)
+            _warmed = True
 
 
 def _input_error(message: str) -> S2Error:

@@ -270,3 +270,13 @@ def preload_native_libraries() -> int:
     from s2studio.engine.kernels.preload import preload
 
     return preload()
+
+
+def warm_up() -> bool:
+    """Do the engine's one-time Python work now (engine.warmup): the native libraries mapped,
+    torch, numba and the engine's lazily imported modules imported, numba's first compiled call
+    made. A UI calls it on its worker thread so that the first load and take do none of it.
+    Idempotent; returns whether this call did the work."""
+    from s2studio.engine.warmup import warm_up as run
+
+    return run()

@@ -16,6 +16,7 @@ import torch
 
 from s2studio.devtools.requantize import requantize_gguf
 from s2studio.engine.kernels import qmatrix
+from s2studio.engine.kernels.qmatrix import INT_PREFILL_MAX_ROWS
 from s2studio.engine.model.loader import load_dual_ar
 from s2studio.engine.model.transformer import CPU_PREFILL_MIN_ROWS, linear
 from s2studio.engine.trace import teacher_forced_trace
@@ -87,15 +88,16 @@ def test_quantized_prefill_paths_keep_the_file_precision(retyped, prefill):
 
     if prefill == "int" and not intdot.available():
         pytest.skip("the C integer kernels are not built here")
-    q_path, ref_path = retyped("clone_f32_qknorm", "q8_0")
-    dumps = GOLDEN / "clone_f32_qknorm" / "dumps"
+    q_path, ref_path = retyped("tts_f32", "q8_0")
+    dumps = GOLDEN / "tts_f32" / "dumps"
     prompt, codes, main = (np.load(dumps / f"{n}.npy") for n in ("prompt_tokens", "codes", "main_tokens"))
+    assert CPU_PREFILL_MIN_ROWS < prompt.shape[1] <= INT_PREFILL_MAX_ROWS  # one prefill call, the integer path
     mq, _ = load_dual_ar(q_path, dtype="quantized")
     mr, _ = load_dual_ar(ref_path)
     w = mq.w.slow.layers[0].wqkv
     assert isinstance(w, QuantMatrix)
     with backend.configured(KernelSettings(prefill=prefill)):
-        assert w.rows_independent() == (prefill == "int")
+        assert w.int_prefill() == (prefill == "int")
         tq = teacher_forced_trace(mq, prompt, codes, main)
     tr = teacher_forced_trace(mr, prompt, codes, main)
     for name in ("slow_logits", "fast_logits"):

@@ -18,7 +18,7 @@ from s2studio.engine.kernels.backend import KernelSettings  # noqa: E402
 from s2studio.devtools.quant_blocks import dequantized, random_blocks  # noqa: E402
 from s2studio.engine.model.generate import GenerationParams, generate_codes  # noqa: E402
 from s2studio.engine.model.loader import load_dual_ar  # noqa: E402
-from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
+from s2studio.engine.kernels.qmatrix import INT_PREFILL_MAX_ROWS, QuantMatrix  # noqa: E402
 from s2studio.engine.trace import teacher_forced_trace  # noqa: E402
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden"
@@ -64,14 +64,15 @@ def test_q8_0_many_rows_exact_prefill_is_a_float32_gemm():
 @pytest.mark.skipif(not intdot.available(), reason="the C integer kernels are not built here")
 @pytest.mark.parametrize("type_name", ["Q8_0", "Q4_K"])
 def test_many_rows_int_prefill_rows_are_independent_and_precise(type_name):
-    """The default prefill of a quantized matrix: the integer kernels, 16 rows a call. Each row
+    """The default prefill of a short prompt (up to INT_PREFILL_MAX_ROWS rows) on a quantized
+    matrix: the integer kernels, 16 rows a call. Each row
     gets exactly what it gets alone (a prompt split in two calls, or several takes' prompts in
     one, gives every row the same numbers), within the precise activations' bound of the
     exact product (test_intdot.py's INT8X2_REL, relative to |x||w|)."""
     raw = random_blocks(type_name, 48, 512, 7)
     deq = torch.from_numpy(dequantized(type_name, raw, 512))
     q = QuantMatrix(type_name, raw, (48, 512))
-    assert q.rows_independent()
+    assert q.int_prefill()
     x = torch.randn(2 * kcommon.MAX_KERNEL_ROWS + 7, 512, generator=torch.Generator().manual_seed(1))
     got = q.matmul_t(x)
     alone = torch.cat([q.matmul_t(x[i:i + 1]) for i in range(x.shape[0])])
@@ -80,10 +81,13 @@ def test_many_rows_int_prefill_rows_are_independent_and_precise(type_name):
     want = x.double() @ deq.double().T
     scale = x.double().norm(dim=1)[:, None] * deq.double().norm(dim=1)[None, :]
     assert ((got.double() - want).abs() / scale).max().item() < 3e-5
+    long_x = torch.randn(INT_PREFILL_MAX_ROWS + 1, 512, generator=torch.Generator().manual_seed(2))
+    long_got = q.matmul_t(long_x)  # a long prompt: the exact path, faster there
     with backend.configured(KernelSettings(prefill="exact")):
-        assert not q.rows_independent()
+        assert not q.int_prefill()
+        assert torch.equal(long_got, q.matmul_t(long_x))
     with backend.configured(KernelSettings(int_dot="int8")):  # one coarse plane: never for a prompt
-        assert not q.rows_independent()
+        assert not q.int_prefill()
 
 
 def test_q8_0_rows_and_float32_are_bit_exact():

@@ -5,9 +5,10 @@ itself (the OS shares them with its page cache), and nothing is dequantized at l
 - decode steps (a few activation rows): the quantized GEMV kernel that ``backend`` chooses: for
   K-quants and Q8_0 the C integer kernel (``intdot``: activations as int8 planes, int16 for
   Q8_0) where it is built and not switched off, else the numba kernel with float32 activations;
-- prefill (many rows): where the decode runs on the C integer kernels with precise activations,
-  the same kernels, 16 rows per call (``backend.int_prefill``; rows independent of each other,
-  ~3x faster than the exact path on this machine's VNNI); otherwise ``prefill_linear``: the
+- prefill (many rows): up to ``INT_PREFILL_MAX_ROWS`` rows, where the decode runs on the C
+  integer kernels with precise activations, the same kernels, 16 rows per call
+  (``backend.int_prefill``; rows independent of each other; faster than the exact path for
+  short prompts, slower for long ones); otherwise ``prefill_linear``: the
   matrix is dequantized to its exact float32 values a chunk of rows at a time and multiplied by
   torch's float32 GEMM (as the float16 path does);
 - embedding lookups: only the requested rows are dequantized.
@@ -42,6 +43,14 @@ def supported_types() -> set[str]:
 # the GEMM runs at full speed, small enough to stay in cache-friendly reach and to never need a
 # float32 copy of a whole 100 MB matrix (measured: 1M and 4M elements run at the same speed).
 PREFILL_CHUNK_ELEMS = 1 << 22
+
+# Up to this many rows, a prefill call runs on the integer kernels (where ``int_prefill``); more
+# go to the exact path. Measured on the full-size Q8_0 file (2 threads, Zen 4 with VNNI, quiet):
+# a 48-token prompt 3.55 s on the integer kernels against 4.21 s exact, a 300-token one 23.4 s
+# against 19.1 s: the integer kernels cost ~0.08 s per row, the exact path ~1.4 s (dequantizing
+# every matrix) plus ~0.06 s per row, so they cross near 68 rows. Sentences (a book's, the rest
+# of a cloned voice's prompt after its cached prefix) are below; a voice prefix is above.
+INT_PREFILL_MAX_ROWS = 64
 
 _scratch_buf = torch.empty(0, dtype=torch.float32)
 
@@ -132,8 +141,8 @@ class QuantMatrix:
         x = x.float()
         m = x.shape[0]
         if m > kcommon.MAX_KERNEL_ROWS:
-            if self.rows_independent():
-                return self._int_rows(x)
+            if self.int_prefill() and m <= INT_PREFILL_MAX_ROWS:
+                return self.int_rows(x)
             return prefill_linear(x, tuple(self.shape), self._fill_rows)
         kcommon.sync_threads(torch.get_num_threads())
         xn = np.ascontiguousarray(x.detach().numpy())
@@ -144,15 +153,14 @@ class QuantMatrix:
             self.kernels.gemv(self.raw, xn, out, kcommon.F16_TABLE)
         return torch.from_numpy(out)
 
-    def rows_independent(self) -> bool:
-        """Whether every activation row's result is the same however many rows one call has
-        (and whatever they are): true where prefills run on the integer kernels
-        (``backend.int_prefill``), whose rows never mix; the exact prefill's GEMM is not
-        (torch picks its kernel, so its summation order, by the row count)."""
+    def int_prefill(self) -> bool:
+        """Whether calls of more than ``MAX_KERNEL_ROWS`` and at most ``INT_PREFILL_MAX_ROWS``
+        rows run on the integer kernels (``backend.int_prefill``). Their rows never mix: a row's
+        result is the same in any such call, and in a decode call of up to ``MAX_KERNEL_ROWS``."""
         return self.int_dot and backend.int_prefill(self.type_name)
 
-    def _int_rows(self, x: torch.Tensor) -> torch.Tensor:
-        """Many rows (a prefill) on the integer kernels, ``MAX_KERNEL_ROWS`` per call: each call
+    def int_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """Any number of rows on the integer kernels, ``MAX_KERNEL_ROWS`` per call: each call
         reads the matrix once for its rows. Row results are those of any other split."""
         kcommon.sync_threads(torch.get_num_threads())
         xn = np.ascontiguousarray(x.detach().numpy())

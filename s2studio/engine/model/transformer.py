@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from s2studio.engine.model.config import TransformerConfig
 from s2studio.engine.kernels import attention as attention_kernel
 from s2studio.engine.kernels import common as kcommon
-from s2studio.engine.kernels.qmatrix import QuantMatrix, prefill_linear
+from s2studio.engine.kernels.qmatrix import INT_PREFILL_MAX_ROWS, QuantMatrix, prefill_linear
 from s2studio.engine.model.weights import LayerWeights, StackWeights, Weight
 
 
@@ -246,8 +246,9 @@ def split_qkv(qkv: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig
 # it could change the numbers:
 # - the quantized GEMV kernels compute every activation row with the same per-row arithmetic
 #   for any m ≤ MAX_KERNEL_ROWS (tests/engine/test_batching.py checks m=1 against m=B), so all
-#   rows go through one call and each weight is read once for the whole batch; where prefills
-#   run on the same kernels (``QuantMatrix.rows_independent``) that holds for any m;
+#   rows go through one call and each weight is read once for the whole batch; where short
+#   prefills run on the same kernels (``QuantMatrix.int_prefill``, up to INT_PREFILL_MAX_ROWS
+#   rows) so do several prompts evaluated together, 16 rows per weight read;
 # - torch's float32 GEMM is not row-independent (MKL takes a GEMV path for one row and a GEMM
 #   path, another summation order, for more), and float16/bfloat16/GPU kernels give no promise
 #   either, so a torch weight is applied per request, with that request's own row count.
@@ -257,9 +258,12 @@ def linear_grouped(x: torch.Tensor, w: Weight, sizes: list[int]) -> torch.Tensor
     what ``linear`` of that group alone gives; quantized weights are read once for all."""
     if len(sizes) == 1:
         return linear(x, w)
-    if isinstance(w, QuantMatrix) and (w.rows_independent() or (
-            x.shape[0] <= kcommon.MAX_KERNEL_ROWS and max(sizes) <= kcommon.MAX_KERNEL_ROWS)):
-        return linear(x, w)
+    if isinstance(w, QuantMatrix):
+        if x.shape[0] <= kcommon.MAX_KERNEL_ROWS and max(sizes) <= kcommon.MAX_KERNEL_ROWS:
+            return linear(x, w)
+        if w.int_prefill() and max(sizes) <= INT_PREFILL_MAX_ROWS:
+            # Alone, every group would run on the integer kernels, whose rows never mix.
+            return w.int_rows(x.to(w.device).float())
     return torch.cat([linear(part, w) for part in x.split(sizes)])
 
 

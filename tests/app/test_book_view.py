@@ -364,3 +364,26 @@ def test_on_a_server_the_keys_keep_its_engine_when_the_sampling_changes(qapp, tm
     assert controller.set_sampling(top_k=5)
     fingerprint = json.loads(controller.project.fingerprint)
     assert fingerprint["engine"] == server_engine and fingerprint["generation"]["top_k"] == 5
+
+
+def test_refreshes_read_the_voice_library_once_per_reload(make_window, fast_settings, tts_model, tmp_path,
+                                                         monkeypatch):
+    """The sentence table names each row's voice and refreshes every 400 ms during a render: the
+    voice folder is listed once per ``reload_voices`` (a library change, the view shown), not once
+    per row and refresh. A voice saved afterwards appears after the next reload."""
+    window = _window(make_window, fast_settings, tts_model)
+    assert window.import_book(str(_book_file(tmp_path)))
+    view = window.book_view
+    calls = []
+    real_list = window.library.list
+    monkeypatch.setattr(window.library, "list", lambda: calls.append(1) or real_list())
+    view.select_chapter(0)
+    for _ in range(3):
+        view.refresh()
+    assert view.sentences.rowCount() == 3 and len(calls) == 0  # listed when the view was shown
+    reader = _saved_voice(window.library, "Reader", seed=5)
+    window.show_book()  # what the window does on a library change, too (reload_voices)
+    view.refresh()
+    view.refresh()
+    assert len(calls) == 1
+    assert view.narrator.findData(reader.id) >= 0 and view.chapter_voice.findData(reader.id) >= 0

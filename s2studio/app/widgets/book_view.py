@@ -62,6 +62,7 @@ class BookView(QWidget):
     def __init__(self, controller: bc.BookController, library, audio, parent=None):
         super().__init__(parent)
         self.controller, self.library, self.audio = controller, library, audio
+        self._choices: list[tuple[str, str | None]] | None = None  # _voice_choices, until reload_voices
         self._filling = False  # tables being refilled: their change signals are not edits
         self._chapter = -1  # the chapter shown in the sentence table
         self._refs: list[SentenceRef] = []  # the sentence table's rows
@@ -338,12 +339,18 @@ class BookView(QWidget):
 
     # ---- voices --------------------------------------------------------------------------------
     def _voice_choices(self) -> list[tuple[str, str | None]]:
-        out: list[tuple[str, str | None]] = [(MODEL_VOICE, None)]
-        try:
-            out += [(v.name or v.id, v.id) for v in self.library.list() if not getattr(v, "problem", None)]
-        except OSError:
-            pass
-        return out
+        """(name, id) of every usable saved voice, the model's own first. Read from the voice
+        folder once per ``reload_voices`` (the window calls it when the library changes and when
+        the Book view is shown), not per call: the sentence table names a voice per row, and a
+        refresh every 400 ms during a render would otherwise list the folder once per row."""
+        if self._choices is None:
+            out: list[tuple[str, str | None]] = [(MODEL_VOICE, None)]
+            try:
+                out += [(v.name or v.id, v.id) for v in self.library.list() if not getattr(v, "problem", None)]
+            except OSError:
+                pass
+            self._choices = out
+        return self._choices
 
     def _voice_name(self, voice_id: str | None) -> str:
         for name, vid in self._voice_choices():
@@ -352,6 +359,7 @@ class BookView(QWidget):
         return f"{voice_id} (not in the voice library)" if voice_id else MODEL_VOICE
 
     def reload_voices(self) -> None:
+        self._choices = None  # list the folder again
         self._fill_chapter_voice()
         for combo in (self.narrator, self.character_voice):
             current = combo.currentData()

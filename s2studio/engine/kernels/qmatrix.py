@@ -144,13 +144,12 @@ class QuantMatrix:
             if self.int_prefill() and m <= INT_PREFILL_MAX_ROWS:
                 return self.int_rows(x)
             return prefill_linear(x, tuple(self.shape), self._fill_rows)
+        if self.int_dot and self.shape[0] >= 1:
+            return self.int_rows(x)  # one call: m <= MAX_KERNEL_ROWS
         kcommon.sync_threads(torch.get_num_threads())
         xn = np.ascontiguousarray(x.detach().numpy())
         out = np.empty((m, self.shape[0]), np.float32)
-        if self.int_dot and self.shape[0] >= 1:
-            intdot.gemv(self.type_name, self.raw, xn, out)
-        else:
-            self.kernels.gemv(self.raw, xn, out, kcommon.F16_TABLE)
+        self.kernels.gemv(self.raw, xn, out, kcommon.F16_TABLE)
         return torch.from_numpy(out)
 
     def int_prefill(self) -> bool:

@@ -206,3 +206,59 @@ def fast_settings():
 @pytest.fixture
 def clone_dir() -> pathlib.Path:
     return CLONE_DIR
+
+
+def answer_modal(kind, respond, *, give_up_s: float = 20.0):
+    """Answer the next modal dialog of type ``kind`` that opens, as a person would: call
+    ``respond(dialog)`` once it is visible. Call it just before the action that opens the
+    dialog (which blocks in the dialog's own event loop until it is answered).
+
+    Only a dialog that opens after this call counts: the ones already there are marked with a
+    Qt property (a Python ``id`` of a wrapper can be reused by a new dialog's wrapper, and
+    ``activeModalWidget()`` may be a dialog an earlier test left behind). After ``give_up_s``
+    every visible dialog is rejected, again and again until the action returns, so a missing
+    dialog fails the test instead of hanging the run. Returns ``seen``: the dialogs answered."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QDialog
+
+    for w in QApplication.topLevelWidgets():
+        if isinstance(w, kind):
+            w.setProperty("s2test_earlier", True)
+    seen: list = []
+    deadline = time.monotonic() + give_up_s
+
+    def poll():
+        if seen:
+            return
+        fresh = [w for w in QApplication.topLevelWidgets()
+                 if isinstance(w, kind) and w.isVisible() and not w.property("s2test_earlier")]
+        if fresh:
+            seen.append(fresh[0])
+            respond(fresh[0])
+            return
+        if time.monotonic() < deadline:
+            QTimer.singleShot(20, poll)
+            return
+        # Gave up: close whatever is modal so the blocked action returns and the test fails.
+        for w in QApplication.topLevelWidgets():
+            if isinstance(w, QDialog) and w.isVisible():
+                w.reject()
+        if time.monotonic() < deadline + 10:
+            QTimer.singleShot(200, poll)
+
+    QTimer.singleShot(0, poll)
+    return seen
+
+
+@pytest.fixture(autouse=True)
+def no_dialog_left_open():
+    """A test that leaves a dialog open would be the modal every later test's event loop sees;
+    close what a test left visible (the test itself passed or failed on its own)."""
+    yield
+    widgets = sys.modules.get("PySide6.QtWidgets")  # a test without Qt does not import it here
+    app = widgets.QApplication.instance() if widgets is not None else None
+    if app is None:
+        return
+    for w in app.topLevelWidgets():
+        if isinstance(w, widgets.QDialog) and w.isVisible():
+            w.reject()

@@ -7,10 +7,11 @@ import shutil
 
 import numpy as np
 import soundfile as sf
-from PySide6.QtCore import QPoint, Qt, QTimer
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from s2studio.app.widgets import voice_panel as vp
+from tests.app.conftest import answer_modal
 
 RATE = 44100
 
@@ -135,15 +136,11 @@ def test_name_clash_question_is_a_real_box_and_cancel_saves_nothing(make_window,
     panel.name_edit.setText("fox")
     seen = []
 
-    def answer_box():
-        box = QApplication.activeModalWidget()
-        if not isinstance(box, QMessageBox):
-            QTimer.singleShot(20, answer_box)
-            return
+    def answer_box(box):
         seen.append([b.text() for b in box.buttons()])
         box.button(QMessageBox.StandardButton.Cancel).click()
 
-    QTimer.singleShot(0, answer_box)
+    answer_modal(QMessageBox, answer_box)
     with qtbot.assertNotEmitted(panel.save_requested):
         panel.save_button.click()
     assert seen and "Replace" in seen[0] and "Rename…" in seen[0]

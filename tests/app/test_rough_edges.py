@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QApplication, QFileDialog
 
 from s2studio.app.settings import load_settings
 from s2studio.audio import CODEC_SAMPLE_RATE, write_wav
+from tests.app.conftest import answer_modal
 
 
 def _voice(library, name, seed):
@@ -35,35 +36,18 @@ def test_open_script_goes_through_a_real_file_dialog(make_window, fast_settings,
     window = make_window(fast_settings())
     script = tmp_path / "scene.txt"
     script.write_text("Read from the dialog.", encoding="utf-8")
-    seen = []
 
-    tries = []
+    titles = []
 
-    def answer():  # the dialog is modal: find it and choose the file as a person would
-        # Among the visible top-level widgets, not QApplication.activeModalWidget(): a dialog an
-        # earlier test left open would be "the active modal" and this would wait for ever.
-        # A visible file dialog an earlier test left behind is not this one: only a new one counts.
-        dialogs = [w for w in QApplication.topLevelWidgets() if isinstance(w, QFileDialog) and w.isVisible()
-                   and id(w) not in earlier]
-        if not dialogs:
-            tries.append(1)
-            if len(tries) < 400:
-                QTimer.singleShot(50, answer)
-            else:  # 20 s: end whatever modal is open, so the test fails instead of hanging
-                modal = QApplication.activeModalWidget()
-                if modal is not None:
-                    modal.close()
-            return
-        dialog = dialogs[0]
-        seen.append(dialog.windowTitle())
+    def choose(dialog):  # as a person would: pick the file, press Open
+        titles.append(dialog.windowTitle())
         dialog.selectFile(str(script))
         dialog.accept()
 
-    earlier = {id(w) for w in QApplication.topLevelWidgets() if isinstance(w, QFileDialog)}
-    QTimer.singleShot(50, answer)
+    answer_modal(QFileDialog, choose)
     open_action = next(a for a in window.findChildren(type(window.generate_action)) if a.text() == "Open script…")
     open_action.trigger()  # File ▸ Open script… (Ctrl+O)
-    assert seen == ["Open a script"]
+    assert titles == ["Open a script"]
     assert window.editor.text() == "Read from the dialog."
     assert window.settings.recent_scripts == [str(script)]
 
@@ -329,3 +313,16 @@ def test_the_theme_choice_is_applied_and_remembered(make_window, fast_settings, 
     s = window.settings.copy()
     s.theme = "system"
     window.apply_settings(s)  # back to the default for the other tests
+
+
+def test_a_dialog_that_never_comes_fails_the_test_instead_of_hanging(qtbot):
+    """The helper the dialog tests use: waiting for a file dialog while a different modal opens
+    closes that modal after the give-up time, so the blocked call returns."""
+    from PySide6.QtWidgets import QMessageBox
+
+    answered = answer_modal(QFileDialog, lambda d: d.accept(), give_up_s=0.3)
+    box = QMessageBox(QMessageBox.Icon.Question, "Not the file dialog", "?",
+                      QMessageBox.StandardButton.Ok | QMessageBox.StandardButton.Cancel)
+    box.exec()  # returns: the helper rejected it
+    assert box.result() == 0 and not box.isVisible()
+    assert answered == []

@@ -166,10 +166,9 @@ def test_gpus_are_listed_at_start_without_loading_a_model(make_window, fast_sett
     import types
 
     import torch
-    from PySide6.QtCore import QTimer
-    from PySide6.QtWidgets import QApplication
 
     from s2studio.app.widgets.settings_dialog import SettingsDialog
+    from tests.app.conftest import answer_modal
 
     # a machine with one CUDA GPU, as torch's cheap queries report it (no model, no GPU memory)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -184,15 +183,11 @@ def test_gpus_are_listed_at_start_without_loading_a_model(make_window, fast_sett
     assert not window.model_loaded and window.worker._pipeline is None
     seen = []
 
-    def look():
-        dialog = QApplication.activeModalWidget()
-        if not isinstance(dialog, SettingsDialog):
-            QTimer.singleShot(20, look)
-            return
+    def look(dialog):
         seen.extend(dialog.device.itemData(i) for i in range(dialog.device.count()))
         dialog.reject()
 
-    QTimer.singleShot(0, look)
+    answer_modal(SettingsDialog, look)
     window.open_settings()
     assert seen == ["cpu", "cuda:0"]
 

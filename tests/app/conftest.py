@@ -8,6 +8,7 @@ machine without PortAudio (``import sounddevice`` fails), so no test touches rea
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import pathlib
 import shutil
@@ -208,46 +209,52 @@ def clone_dir() -> pathlib.Path:
     return CLONE_DIR
 
 
+@contextlib.contextmanager
 def answer_modal(kind, respond, *, give_up_s: float = 20.0):
-    """Answer the next modal dialog of type ``kind`` that opens, as a person would: call
-    ``respond(dialog)`` once it is visible. Call it just before the action that opens the
-    dialog (which blocks in the dialog's own event loop until it is answered).
+    """Answer the first modal dialog of type ``kind`` opened inside the ``with`` block, as a
+    person would: ``respond(dialog)`` once it is visible. The block holds the action that
+    opens the dialog (it blocks in the dialog's own event loop until the dialog is answered)::
 
-    Only a dialog that opens after this call counts: the ones already there are marked with a
+        with answer_modal(QFileDialog, choose) as answered:
+            open_action.trigger()
+
+    Only a dialog that opens inside the block counts: the ones already there are marked with a
     Qt property (a Python ``id`` of a wrapper can be reused by a new dialog's wrapper, and
-    ``activeModalWidget()`` may be a dialog an earlier test left behind). After ``give_up_s``
-    every visible dialog is rejected, again and again until the action returns, so a missing
-    dialog fails the test instead of hanging the run. Returns ``seen``: the dialogs answered."""
+    ``activeModalWidget()`` may be a dialog an earlier test left behind). If the block has not
+    ended ``give_up_s`` after it began (no such dialog, or the answer opened another modal,
+    such as Qt's own "file not found"), every visible dialog is rejected, again and again until
+    the action returns: the test then fails instead of hanging the run. ``answered``: the
+    dialogs answered (0 or 1)."""
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication, QDialog
 
     for w in QApplication.topLevelWidgets():
         if isinstance(w, kind):
             w.setProperty("s2test_earlier", True)
-    seen: list = []
+    answered: list = []
+    running = [True]
     deadline = time.monotonic() + give_up_s
 
     def poll():
-        if seen:
+        if not running[0]:
             return
-        fresh = [w for w in QApplication.topLevelWidgets()
-                 if isinstance(w, kind) and w.isVisible() and not w.property("s2test_earlier")]
-        if fresh:
-            seen.append(fresh[0])
-            respond(fresh[0])
-            return
-        if time.monotonic() < deadline:
-            QTimer.singleShot(20, poll)
-            return
-        # Gave up: close whatever is modal so the blocked action returns and the test fails.
-        for w in QApplication.topLevelWidgets():
-            if isinstance(w, QDialog) and w.isVisible():
-                w.reject()
-        if time.monotonic() < deadline + 10:
-            QTimer.singleShot(200, poll)
+        if not answered:
+            fresh = [w for w in QApplication.topLevelWidgets()
+                     if isinstance(w, kind) and w.isVisible() and not w.property("s2test_earlier")]
+            if fresh:
+                answered.append(fresh[0])
+                respond(fresh[0])
+        if time.monotonic() >= deadline:  # gave up: close whatever is modal so the action returns
+            for w in QApplication.topLevelWidgets():
+                if isinstance(w, QDialog) and w.isVisible():
+                    w.reject()
+        QTimer.singleShot(20, poll)
 
     QTimer.singleShot(0, poll)
-    return seen
+    try:
+        yield answered
+    finally:
+        running[0] = False
 
 
 @pytest.fixture(autouse=True)

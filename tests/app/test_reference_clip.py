@@ -140,8 +140,7 @@ def test_name_clash_question_is_a_real_box_and_cancel_saves_nothing(make_window,
         seen.append([b.text() for b in box.buttons()])
         box.button(QMessageBox.StandardButton.Cancel).click()
 
-    answer_modal(QMessageBox, answer_box)
-    with qtbot.assertNotEmitted(panel.save_requested):
+    with qtbot.assertNotEmitted(panel.save_requested), answer_modal(QMessageBox, answer_box):
         panel.save_button.click()
     assert seen and "Replace" in seen[0] and "Rename…" in seen[0]
     assert panel.save_button.isEnabled() and len(window.library.list()) == 1

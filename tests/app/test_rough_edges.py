@@ -44,9 +44,9 @@ def test_open_script_goes_through_a_real_file_dialog(make_window, fast_settings,
         dialog.selectFile(str(script))
         dialog.accept()
 
-    answer_modal(QFileDialog, choose)
     open_action = next(a for a in window.findChildren(type(window.generate_action)) if a.text() == "Open script…")
-    open_action.trigger()  # File ▸ Open script… (Ctrl+O)
+    with answer_modal(QFileDialog, choose):
+        open_action.trigger()  # File ▸ Open script… (Ctrl+O)
     assert titles == ["Open a script"]
     assert window.editor.text() == "Read from the dialog."
     assert window.settings.recent_scripts == [str(script)]
@@ -320,9 +320,9 @@ def test_a_dialog_that_never_comes_fails_the_test_instead_of_hanging(qtbot):
     closes that modal after the give-up time, so the blocked call returns."""
     from PySide6.QtWidgets import QMessageBox
 
-    answered = answer_modal(QFileDialog, lambda d: d.accept(), give_up_s=0.3)
     box = QMessageBox(QMessageBox.Icon.Question, "Not the file dialog", "?",
                       QMessageBox.StandardButton.Ok | QMessageBox.StandardButton.Cancel)
-    box.exec()  # returns: the helper rejected it
+    with answer_modal(QFileDialog, lambda d: d.accept(), give_up_s=0.3) as answered:
+        box.exec()  # returns: the helper rejected it
     assert box.result() == 0 and not box.isVisible()
     assert answered == []

@@ -187,8 +187,8 @@ def test_gpus_are_listed_at_start_without_loading_a_model(make_window, fast_sett
         seen.extend(dialog.device.itemData(i) for i in range(dialog.device.count()))
         dialog.reject()
 
-    answer_modal(SettingsDialog, look)
-    window.open_settings()
+    with answer_modal(SettingsDialog, look):
+        window.open_settings()
     assert seen == ["cpu", "cuda:0"]
 
 

@@ -85,12 +85,33 @@ def test_the_chapter_asked_for_renders_first(tmp_path, tiny_pipeline):
     assert order == [2, 0, 0, 0, 1, 1]
 
 
+class _PauseAtTheSecondTake:
+    """The engine, with a pause asked for as the second take starts (a person pressing Pause
+    while two sentences are in flight)."""
+
+    def __init__(self, engine, pause):
+        self._engine, self._pause, self._takes = engine, pause, 0
+        self._lock = threading.Lock()  # the render's worker threads start takes at once
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def synthesize(self, request, **kw):
+        with self._lock:
+            self._takes += 1
+            if self._takes == 2:
+                self._pause()
+        return self._engine.synthesize(request, **kw)
+
+
 def test_pause_keeps_finished_sentences_and_resume_continues(tmp_path, tiny_pipeline):
     project = project_at(tmp_path / "b")
-    renderer = BookRenderer(tiny_pipeline, project, parallel=2)
-    renderer.on_progress = lambda p: renderer.pause() if p.done == 1 else None
+    renderer = BookRenderer(_PauseAtTheSecondTake(tiny_pipeline, lambda: renderer.pause()), project, parallel=2)
     first = renderer.run()
-    assert first.stopped == "paused" and 1 <= first.rendered < 6
+    # Paused as the second sentence started: both in flight finish and are kept, no third starts
+    # (pausing from the progress callback raced the workers: under load they could finish all six
+    # before the render's thread saw the first).
+    assert first.stopped == "paused" and first.rendered == 2
     assert first.rendered + BookRenderer(tiny_pipeline, project, parallel=2).run().rendered == 6
     reference = project_at(tmp_path / "ref")
     BookRenderer(tiny_pipeline, reference, parallel=1).run()

@@ -257,15 +257,44 @@ def answer_modal(kind, respond, *, give_up_s: float = 20.0):
         running[0] = False
 
 
+UNANSWERED_MODAL_S = 60.0  # a modal dialog open this long with nobody answering it fails the test
+
+
 @pytest.fixture(autouse=True)
-def no_dialog_left_open():
-    """A test that leaves a dialog open would be the modal every later test's event loop sees;
-    close what a test left visible (the test itself passed or failed on its own)."""
-    yield
-    widgets = sys.modules.get("PySide6.QtWidgets")  # a test without Qt does not import it here
-    app = widgets.QApplication.instance() if widgets is not None else None
-    if app is None:
+def no_dialog_left_open(request):
+    """No modal dialog may hang the run: one that stays open ``UNANSWERED_MODAL_S`` (a test
+    opened it without answering it, e.g. an unexpected question box) is rejected, so the blocked
+    call returns, and the test fails naming it. A test that leaves a dialog open afterwards would
+    be the modal every later test's event loop sees: what is left visible is closed."""
+    if not {"qtbot", "qapp"} & set(request.fixturenames):
+        yield
         return
-    for w in app.topLevelWidgets():
-        if isinstance(w, widgets.QDialog) and w.isVisible():
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QDialog
+
+    request.getfixturevalue("qapp")
+    unanswered: list[str] = []
+    seen = {"widget": None, "since": 0.0}
+
+    def watch():
+        modal = QApplication.activeModalWidget()
+        now = time.monotonic()
+        if modal is None or modal is not seen["widget"]:
+            seen["widget"], seen["since"] = modal, now
+        elif now - seen["since"] > UNANSWERED_MODAL_S:
+            unanswered.append(f"{type(modal).__name__} {modal.windowTitle()!r}")
+            modal.close()
+            if isinstance(modal, QDialog):
+                modal.reject()
+            seen["widget"] = None
+
+    watchdog = QTimer()
+    watchdog.setInterval(1000)
+    watchdog.timeout.connect(watch)
+    watchdog.start()
+    yield
+    watchdog.stop()
+    for w in QApplication.topLevelWidgets():
+        if isinstance(w, QDialog) and w.isVisible():
             w.reject()
+    assert not unanswered, f"a modal dialog was left unanswered for {UNANSWERED_MODAL_S:.0f} s: {unanswered}"

@@ -1630,15 +1630,26 @@ static int glue_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, P
 
 #define P_F32(v) ((float *)(intptr_t)(v))
 
-/* rms_norm(x, xs, w, out, os, n, d, eps): n rows of d (see _glue.c), without the GIL. */
+/* From this many values on (a prefill) a glue call lets other threads run meanwhile; below it
+ * (a decode row: ~1 us) it keeps the GIL: handing it over and waiting to get it back could cost
+ * more than the call, were another Python thread (the app's UI) busy. */
+#define S2G_RELEASE_GIL_VALUES (1 << 16)
+#define S2G_CALL(values, stmt)                                     \
+    do {                                                          \
+        if ((values) >= S2G_RELEASE_GIL_VALUES) {                 \
+            Py_BEGIN_ALLOW_THREADS stmt; Py_END_ALLOW_THREADS     \
+        } else {                                                  \
+            stmt;                                                 \
+        }                                                         \
+    } while (0)
+
+/* rms_norm(x, xs, w, out, os, n, d, eps): n rows of d (see _glue.c). */
 static PyObject *py_rms_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     int64_t a[8];
     float eps = 0.0f;
     if (glue_args(args, nargs, 8, 7, a, &eps, "rms_norm") < 0) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    s2g_rms_rows(P_F32(a[0]), a[1], P_F32(a[2]), P_F32(a[3]), a[4], a[5], a[6], eps);
-    Py_END_ALLOW_THREADS
+    S2G_CALL(a[5] * a[6], s2g_rms_rows(P_F32(a[0]), a[1], P_F32(a[2]), P_F32(a[3]), a[4], a[5], a[6], eps));
     Py_RETURN_NONE;
 }
 
@@ -1648,9 +1659,8 @@ static PyObject *py_add_rms_norm(PyObject *self, PyObject *const *args, Py_ssize
     int64_t a[8];
     float eps = 0.0f;
     if (glue_args(args, nargs, 8, 7, a, &eps, "add_rms_norm") < 0) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    s2g_add_rms_rows(P_F32(a[0]), P_F32(a[1]), P_F32(a[2]), P_F32(a[3]), P_F32(a[4]), a[5], a[6], eps);
-    Py_END_ALLOW_THREADS
+    S2G_CALL(a[5] * a[6], s2g_add_rms_rows(P_F32(a[0]), P_F32(a[1]), P_F32(a[2]), P_F32(a[3]), P_F32(a[4]), a[5],
+                                           a[6], eps));
     Py_RETURN_NONE;
 }
 
@@ -1662,10 +1672,9 @@ static PyObject *py_qkv_heads(PyObject *self, PyObject *const *args, Py_ssize_t 
     float eps = 0.0f;
     if (glue_args(args, nargs, 14, 8, a, &eps, "qkv_heads") < 0) return NULL;
     if (a[5] < 2 || a[5] > S2G_MAX_HD || a[5] % 2) return PyLong_FromLong(-1);
-    Py_BEGIN_ALLOW_THREADS
-    s2g_qkv_heads(P_F32(a[0]), a[1], a[2], a[3], a[4], a[5], P_F32(a[6]), P_F32(a[7]), eps, P_F32(a[9]),
-                  P_F32(a[10]), P_F32(a[11]), P_F32(a[12]), P_F32(a[13]));
-    Py_END_ALLOW_THREADS
+    S2G_CALL(a[2] * (a[3] + 2 * a[4]) * a[5],
+             s2g_qkv_heads(P_F32(a[0]), a[1], a[2], a[3], a[4], a[5], P_F32(a[6]), P_F32(a[7]), eps, P_F32(a[9]),
+                           P_F32(a[10]), P_F32(a[11]), P_F32(a[12]), P_F32(a[13])));
     return PyLong_FromLong(0);
 }
 

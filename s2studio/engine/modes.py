@@ -212,8 +212,10 @@ class AttentionKernel(Mode):
 
 class GlueKernel(Mode):
     """A layer's small float32 ops on the CPU (RMSNorm, the QKV split with QK-norm and RoPE, the
-    residual add before the FFN's norm: engine.kernels.glue): c - one C call each, bit-identical
-    to torch's ops (the default where the C kernels are built); torch - torch's ops, as GPUs use.
+    residual add before the FFN's norm: engine.kernels.glue): c - one C call each, the same
+    float32 operations as torch's (bit-identical but for RMSNorm's square root, IEEE's where
+    torch's is MKL's: ≤ ~3 ulps; the default where the C kernels are built); torch - torch's
+    ops, as GPUs use.
     The environment variable S2_GLUE spells the same."""
 
     C = "c"

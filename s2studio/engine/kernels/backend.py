@@ -55,7 +55,7 @@ class KernelSettings:
     avx2's bit for bit), how a prefill's many rows are multiplied (``PrefillPath``: on the
     same integer kernels, or exactly), the decode attention (``AttentionKernel``: the C
     kernel of ``attention``, or torch's ops) and a layer's norms and RoPE (``GlueKernel``: the C
-    calls of ``glue``, bit-identical, or torch's ops). Words are accepted and checked here, once;
+    calls of ``glue``, or torch's ops). Words are accepted and checked here, once;
     whether this CPU offers a forced level is checked where it is applied (``configure``)."""
 
     int_dot: IntDot = IntDot.PRECISE

@@ -11,8 +11,9 @@ Numerical choices that matter for parity with s2.cpp (docs/spec/engine.md §2, �
 - A CPU decode step's attention runs in C (``kernels.attention``: the same maths, another
   summation order), which also stores the step's k/v; prefill and GPUs use :func:`attend`'s torch.
 - On the CPU, RMSNorm, the QKV split with QK-norm and RoPE, and the residual add before the
-  FFN's norm run in C (``kernels.glue``: the same float32 operations, bit-identical) on every
-  path, prefill included, so a row gets the same bits on each; GPUs use torch's ops.
+  FFN's norm run in C (``kernels.glue``: the same float32 operations, bit-identical but for
+  RMSNorm's square root, IEEE's where torch's is MKL's, ≤ ~3 ulps apart) on every CPU path,
+  prefill included, so a row gets the same bits on each; GPUs use torch's ops.
 
 The block is written once (:func:`layer_forward`, run by :func:`run_stack`); the decode paths
 differ only in the context it runs in (:class:`LayerContext`): :class:`DynamicContext` (one
@@ -66,7 +67,8 @@ def linear(x: torch.Tensor, w: Weight) -> torch.Tensor:
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     if x.is_cpu:
-        # One C call, the same bits (kernels.glue); None: switched off or a layout it does not read.
+        # One C call (kernels.glue: torch's formula with an IEEE sqrt, so every CPU path takes it
+        # while it is on); None: switched off, or not float32.
         out = glue_kernel.rms_norm(x, w, eps)
         if out is not None:
             return out
@@ -250,7 +252,7 @@ def qkv_heads(qkv: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig, cos: 
     """The fused projection's output (n, (H + 2·Hkv)·hd) → what attention takes: q (H, n, hd)
     (the transpose of a contiguous (n, H, hd)), k, v (Hkv, n, hd) contiguous, after the QK-norm
     (:func:`split_qkv`) and RoPE of row r at cos/sin row r (:func:`apply_rope`). On the CPU one C
-    call (kernels.glue, the same bits) instead of ~20 small torch ops."""
+    call (kernels.glue: the same ops, the QK-norm's sqrt IEEE's) instead of ~20 small torch ops."""
     if qkv.is_cpu:
         heads = glue_kernel.qkv_heads(qkv, cfg.n_head, cfg.n_kv_head, cfg.head_dim, lw.q_norm, lw.k_norm,
                                       cfg.norm_eps, cos, sin)

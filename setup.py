@@ -16,5 +16,5 @@ else:
     _ARGS = ["-O3", "-std=c99", "-fno-strict-aliasing"]
 
 setup(ext_modules=[Extension("s2studio.engine.kernels._qdot", ["s2studio/engine/kernels/_qdot.c"],
-                             depends=["s2studio/engine/kernels/_attend.c"],
+                             depends=["s2studio/engine/kernels/_attend.c", "s2studio/engine/kernels/_glue.c"],
                              extra_compile_args=_ARGS, optional=True)])

@@ -4,15 +4,22 @@ with its time, its bytes and how far it is from what reading those bytes costs.
 
     python benchmarks/profile_frame.py --model MODEL.gguf [--frames 12] [--prompt-tokens 300]
     python benchmarks/profile_frame.py --make tiny          # seconds; checks the script runs
+    python benchmarks/profile_frame.py --model MODEL.gguf --glue-ab   # C glue and torch's, frame by frame
 
 The frame loop runs as the app runs it (``generate_frames``, dynamic steps); the ops are timed
 by wrapping the engine's functions in this process only (``transformer.rms_norm``, the
-contexts' ``linear`` and ``attend``, ``apply_rope``, the embedding, the head, the sampler), so
+contexts' ``linear`` and ``attend``, ``apply_rope``, ``qkv_heads`` (the QKV split, QK-norm and
+RoPE: with ``S2_GLUE=c`` one C call; with torch, the norms and RoPE inside it count here, not
+twice), ``add_rms_norm``, the embedding, the head, the sampler), so
 the table's rows add up to the measured frame minus "glue" (Python, elementwise adds and
 products, tensor shuffles between the timed calls). Bytes are what an op must read: a matmul
 its weight, attention the keys and values of the cache, the head its rows. "x floor" is the
 op's time over ``bytes / bandwidth`` (the streaming-read bandwidth measured in the same run).
 The per-call timer costs ~1 µs over ~700 calls a frame: under 1 % of a full-size frame.
+
+``--glue-ab``: the profiled frames alternate between the C glue and torch's ops (``S2_GLUE``,
+``KernelSettings.glue``: switched before each frame's Slow-AR step), each phase reported per
+setting, so both are measured in the same minutes of a machine whose speed drifts.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import dataclasses
 import json
 import pathlib
 import subprocess
@@ -35,6 +43,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from bench_engine import ensure_model, make_prompt, weight_bytes_per_frame  # noqa: E402
+from s2studio.engine.kernels import backend  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
 from s2studio.engine.model import dual_ar, generate, transformer  # noqa: E402
 from s2studio.engine.model.generate import GenerationParams, GenerationStats, generate_frames  # noqa: E402
@@ -53,6 +62,8 @@ class Profile:
         self.phase_time = collections.defaultdict(float)
         self.recording = False
         self._since: float | None = None
+        self.depth = 0  # timed calls in progress: one inside another is counted in the outer
+        self.frames = collections.Counter()  # profiled frames per glue setting
 
     def switch(self, phase: str) -> None:
         """Phase ``phase`` begins now (None: the profiled frames are over)."""
@@ -91,7 +102,7 @@ def name_weights(model) -> None:
 
 
 @contextlib.contextmanager
-def instrumented(model, prof: Profile):
+def instrumented(model, prof: Profile, glue_ab: bool = False):
     """Wrap the engine's op functions with timers (this process only; restored afterwards)."""
     saved = []
 
@@ -107,21 +118,22 @@ def instrumented(model, prof: Profile):
         prof.add(_KINDS.get(id(w), "matmul (other)"), time.perf_counter() - t, weight_nbytes(w))
         return y
 
-    real_rms = transformer.rms_norm
+    def timed(op, real):
+        def run(*a):
+            prof.depth += 1
+            t = time.perf_counter()
+            try:
+                return real(*a)
+            finally:
+                prof.depth -= 1
+                if prof.depth == 0:
+                    prof.add(op, time.perf_counter() - t)
+        return run
 
-    def timed_rms(x, w, eps):
-        t = time.perf_counter()
-        y = real_rms(x, w, eps)
-        prof.add("rms_norm (+ qk-norm)", time.perf_counter() - t)
-        return y
-
-    real_rope = transformer.apply_rope
-
-    def timed_rope(x, cos, sin):
-        t = time.perf_counter()
-        y = real_rope(x, cos, sin)
-        prof.add("rope", time.perf_counter() - t)
-        return y
+    timed_rms = timed("rms_norm (+ qk-norm)", transformer.rms_norm)
+    timed_rope = timed("rope", transformer.apply_rope)
+    timed_heads = timed("qkv split+norm+rope", transformer.qkv_heads)
+    timed_add_rms = timed("residual add + ffn norm", transformer.add_rms_norm)
 
     real_attend = transformer.DynamicContext.attend
 
@@ -151,9 +163,17 @@ def instrumented(model, prof: Profile):
 
     steps = generate.DynamicSteps
 
+    glue_now = [backend.settings().glue.value]
+
     def phased(name, fn):
         def run(self, *a, **kw):
-            prof.switch(name)  # a phase lasts until the next begins: its sampling is in it
+            if glue_ab and name == "slow step" and prof.recording:
+                glue_now[0] = "torch" if glue_now[0] == "c" else "c"
+                backend.configure(dataclasses.replace(backend.settings(), glue=glue_now[0]))
+            # a phase lasts until the next begins: its sampling is in it
+            prof.switch(f"{name} [{glue_now[0]}]" if glue_ab else name)
+            if name == "slow step" and prof.recording:
+                prof.frames[glue_now[0]] += 1
             return fn(self, *a, **kw)
         return run
 
@@ -163,6 +183,8 @@ def instrumented(model, prof: Profile):
     patch(transformer, "rms_norm", timed_rms)
     patch(dual_ar, "rms_norm", timed_rms)  # the Fast-AR's final norm
     patch(transformer, "apply_rope", timed_rope)
+    patch(transformer, "qkv_heads", timed_heads)
+    patch(transformer, "add_rms_norm", timed_add_rms)
     patch(transformer.DynamicContext, "attend", timed_attend)
     patch(dual_ar.DualAR, "embed", timed_embed)
     patch(generate, "sample_token", timed_sample)
@@ -187,6 +209,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--bandwidth-gb", type=float, default=2.0)
     ap.add_argument("--json", help="write the table here")
+    ap.add_argument("--glue-ab", action="store_true", help="alternate the C glue and torch's, frame by frame")
     a = ap.parse_args(argv)
     threads = set_threads(a.threads)
     path = pathlib.Path(a.model) if a.model else ensure_model(a.make, pathlib.Path(a.cache_dir))
@@ -205,45 +228,57 @@ def main(argv=None) -> int:
     st = GenerationStats()
     params = GenerationParams(max_new_tokens=a.frames, temperature=0.8, top_p=0.8, top_k=30, seed=0,
                               min_tokens_before_end=a.frames)
-    with instrumented(model, prof):
+    before = backend.settings()
+    with instrumented(model, prof, a.glue_ab):
         frames = generate_frames(model, prompt, params, im_end_id=im_end, stats=st, cuda_graphs="off")
         next(frames)  # the prefill and the first frame: not profiled
         prof.recording, prof._since = True, None  # from the next phase on
         n = sum(1 for _ in frames)  # each: a slow step, then a frame's fast calls
         prof.switch(None)
+    backend.configure(before)
     n = max(n, 1)
     wb = weight_bytes_per_frame(model)
     rows = []
     print(f"{path.name}: {n} frames profiled after a {a.prompt_tokens}-token prompt, {threads} threads, "
           f"read bandwidth {bw / 1e9:.1f} GB/s")
-    header = f"{'phase':<11} {'op':<24} {'calls':>6} {'ms/frame':>9} {'%':>6} {'MB/frame':>9} {'GB/s':>6} {'x floor':>8}"
-    frame_ms = 1000 * sum(prof.phase_time.values()) / n
-    for phase in ("slow step", "fast calls"):
-        print(header if phase == "slow step" else "")
-        ops = sorted((k for k in prof.time if k[0] == phase), key=lambda k: -prof.time[k])
-        measured = 0.0
-        for key in ops:
-            ms = 1000 * prof.time[key] / n
-            measured += ms
-            mb = prof.bytes[key] / n / 1e6
-            gbps = prof.bytes[key] / prof.time[key] / 1e9 if prof.bytes[key] else 0.0
-            floor = prof.bytes[key] / n / bw * 1000
-            row = {"phase": phase, "op": key[1], "calls": prof.calls[key] // n, "ms": round(ms, 6),
-                   "MB": round(mb, 2), "GBps": round(gbps, 2), "x_floor": round(ms / floor, 2) if floor else None}
-            rows.append(row)
-            print(f"{phase:<11} {key[1]:<24} {row['calls']:>6} {ms:>9.2f} {100 * ms / frame_ms:>5.1f}% "
-                  f"{mb:>9.1f} {gbps:>6.1f} {row['x_floor'] if row['x_floor'] else '':>8}")
-        phase_ms = 1000 * prof.phase_time[phase] / n
-        glue = phase_ms - measured
-        rows.append({"phase": phase, "op": "glue (untimed)", "ms": round(glue, 6)})
-        print(f"{phase:<11} {'glue (untimed)':<24} {'':>6} {glue:>9.2f} {100 * glue / frame_ms:>5.1f}%")
-        print(f"{phase:<11} {'= total':<24} {'':>6} {phase_ms:>9.2f} {100 * phase_ms / frame_ms:>5.1f}%")
+    header = f"{'phase':<18} {'op':<24} {'calls':>6} {'ms/frame':>9} {'%':>6} {'MB/frame':>9} {'GB/s':>6} {'x floor':>8}"
     floor_ms = wb["frame"] / bw * 1000
-    print(f"\nframe {frame_ms:.1f} ms (unprofiled: {1000 * (st.slow_s + st.fast_s) / max(st.frames, 1):.1f} ms "
-          f"incl. the first frame); weights {wb['frame'] / 1e9:.3f} GB/frame, floor {floor_ms:.1f} ms: "
-          f"{frame_ms / floor_ms:.2f}x floor")
+    summary = {}
+    for g in (("c", "torch") if a.glue_ab else (None,)):
+        tag = f" [{g}]" if g else ""
+        nf = max(prof.frames[g], 1) if g else n
+        frame_ms = 1000 * sum(prof.phase_time[p + tag] for p in ("slow step", "fast calls")) / nf
+        summary[g or "frame"] = frame_ms
+        for phase in (p + tag for p in ("slow step", "fast calls")):
+            print(header if phase.startswith("slow") else "")
+            ops = sorted((k for k in prof.time if k[0] == phase), key=lambda k: -prof.time[k])
+            measured = 0.0
+            for key in ops:
+                ms = 1000 * prof.time[key] / nf
+                measured += ms
+                mb = prof.bytes[key] / nf / 1e6
+                gbps = prof.bytes[key] / prof.time[key] / 1e9 if prof.bytes[key] else 0.0
+                floor = prof.bytes[key] / nf / bw * 1000
+                row = {"phase": phase, "op": key[1], "calls": prof.calls[key] // nf, "ms": round(ms, 6),
+                       "MB": round(mb, 2), "GBps": round(gbps, 2),
+                       "x_floor": round(ms / floor, 2) if floor else None}
+                rows.append(row)
+                print(f"{phase:<18} {key[1]:<24} {row['calls']:>6} {ms:>9.2f} {100 * ms / frame_ms:>5.1f}% "
+                      f"{mb:>9.1f} {gbps:>6.1f} {row['x_floor'] if row['x_floor'] else '':>8}")
+            phase_ms = 1000 * prof.phase_time[phase] / nf
+            glue = phase_ms - measured
+            rows.append({"phase": phase, "op": "glue (untimed)", "ms": round(glue, 6)})
+            print(f"{phase:<18} {'glue (untimed)':<24} {'':>6} {glue:>9.2f} {100 * glue / frame_ms:>5.1f}%")
+            print(f"{phase:<18} {'= total':<24} {'':>6} {phase_ms:>9.2f} {100 * phase_ms / frame_ms:>5.1f}%")
+        print(f"\nframe{tag} {frame_ms:.1f} ms over {nf} frames; weights {wb['frame'] / 1e9:.3f} GB/frame, "
+              f"floor {floor_ms:.1f} ms: {frame_ms / floor_ms:.2f}x floor")
+    print(f"unprofiled: {1000 * (st.slow_s + st.fast_s) / max(st.frames, 1):.1f} ms/frame incl. the first frame"
+          + (" (both settings)" if a.glue_ab else ""))
+    if a.glue_ab:
+        print(f"C glue / torch glue, profiled frames: {summary['c'] / summary['torch']:.3f}")
+    frame_ms = summary.get("frame", sum(summary.values()) / len(summary))
     if a.json:
-        pathlib.Path(a.json).write_text(json.dumps({"rows": rows, "frame_ms": frame_ms, "floor_ms": floor_ms,
+        pathlib.Path(a.json).write_text(json.dumps({"rows": rows, "frame_ms": frame_ms, "frame_ms_by_glue": summary, "floor_ms": floor_ms,
                                                     "bandwidth_GBps": bw / 1e9, "threads": threads}, indent=1))
     return 0
 

@@ -116,3 +116,36 @@ def test_bench_attention_compares_both_paths():
     rows = [line for line in r.stdout.splitlines() if line.startswith("| ") and "case" not in line]
     assert [row.split("|")[1].strip() for row in rows] == ["slow@3", "fast", "batch 2 slow@3"]
     assert all(row.rstrip(" |").endswith("x") for row in rows)
+
+
+def test_profile_frame_glue_ab_reports_each_setting(tmp_path):
+    """--glue-ab: the profiled frames alternate the C glue and torch's; each setting's rows add up
+    to its own frame time (a tiny run: the accounting, not the times)."""
+    pytest.importorskip("s2studio.engine.kernels._qdot")
+    out = tmp_path / "profile.json"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "profile_frame.py"), "--make", "tiny",
+                        "--cache-dir", str(tmp_path), "--frames", "5", "--prompt-tokens", "20",
+                        "--bandwidth-gb", "0.05", "--glue-ab", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["frame_ms_by_glue"]) == {"c", "torch"}
+    for g, frame_ms in doc["frame_ms_by_glue"].items():
+        rows = [row for row in doc["rows"] if row["phase"].endswith(f"[{g}]")]
+        assert {(f"slow step [{g}]", "qkv split+norm+rope"), (f"fast calls [{g}]", "glue (untimed)")} \
+            <= {(row["phase"], row["op"]) for row in rows}
+        assert abs(sum(row["ms"] for row in rows) - frame_ms) <= 1e-4 * frame_ms
+    assert "C glue / torch glue, profiled frames:" in r.stdout
+
+
+def test_bench_glue_compares_both_settings():
+    """bench_glue.py times every case with torch's ops and the C glue (a tiny run: the table's
+    shape, not its times)."""
+    pytest.importorskip("s2studio.engine.kernels._qdot")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_glue.py"), "--rounds", "1", "--calls", "2",
+                        "--rows", "1,2"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [line.rsplit(None, 3) for line in r.stdout.splitlines()[2:]]
+    assert [row[0] for row in rows] == ["layer glue (1 rows)", "rms_norm (1x2560)", "qkv split+norm+rope (1 rows)",
+                                        "layer glue (2 rows)", "rms_norm (2x2560)", "qkv split+norm+rope (2 rows)"]
+    assert all(float(row[1]) > 0 and float(row[2]) > 0 for row in rows)

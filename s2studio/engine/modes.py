@@ -210,6 +210,26 @@ class AttentionKernel(Mode):
         return f"Unknown attention kernel '{value}'. Use {cls.listing(' or ')}."
 
 
+class GlueKernel(Mode):
+    """A layer's small float32 ops on the CPU (RMSNorm, the QKV split with QK-norm and RoPE, the
+    residual add before the FFN's norm: engine.kernels.glue): c - one C call each, the same
+    float32 operations as torch's (bit-identical but for RMSNorm's square root, IEEE's where
+    torch's is MKL's: ≤ ~3 ulps; the default where the C kernels are built); torch - torch's
+    ops, as GPUs use.
+    The environment variable S2_GLUE spells the same."""
+
+    C = "c"
+    TORCH = "torch"
+
+    @classmethod
+    def _missing_(cls, value):
+        return cls.__members__.get(str(value).strip().upper())
+
+    @classmethod
+    def unknown_message(cls, value) -> str:
+        return f"Unknown glue kernel '{value}'. Use {cls.listing(' or ')}."
+
+
 class GemvSchedule(Mode):
     """How the integer GEMV's rows are shared among threads: dynamic - threads claim small
     tasks, so one the OS deschedules does not hold the others up; static - equal shares."""

@@ -1488,6 +1488,8 @@ void s2q_gemv_tasks(int64_t type, int64_t raw, int64_t row_bytes, int64_t rows, 
 
 /* Decode attention (transformer.attend's one-row case): its own file, built as part of this one. */
 #include "_attend.c"
+/* RMSNorm, the QKV split with QK-norm and RoPE (transformer.py's small ops): its own file too. */
+#include "_glue.c"
 
 #ifndef S2Q_NO_PYTHON
 /* ---- Python module: introspection and addresses only; the work is called from numba ---- */
@@ -1605,6 +1607,77 @@ static PyObject *py_attend_many(PyObject *self, PyObject *const *args, Py_ssize_
     return PyLong_FromLongLong((long long)rc);
 }
 
+/* Integer arguments, except one float (eps) at position ``fpos``; -1 with an exception set. */
+static int glue_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, Py_ssize_t fpos, int64_t *out,
+                     float *eps, const char *name) {
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", name, want, nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < want; i++) {
+        if (i == fpos) {
+            double e = PyFloat_AsDouble(args[i]);
+            if (e == -1.0 && PyErr_Occurred()) return -1;
+            *eps = (float)e; /* torch adds a Python float to a float32 tensor as float32 */
+            out[i] = 0;
+            continue;
+        }
+        out[i] = (int64_t)PyLong_AsLongLong(args[i]);
+        if (out[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+#define P_F32(v) ((float *)(intptr_t)(v))
+
+/* From this many values on (a prefill) a glue call lets other threads run meanwhile; below it
+ * (a decode row: ~1 us) it keeps the GIL: handing it over and waiting to get it back could cost
+ * more than the call, were another Python thread (the app's UI) busy. */
+#define S2G_RELEASE_GIL_VALUES (1 << 16)
+#define S2G_CALL(values, stmt)                                     \
+    do {                                                          \
+        if ((values) >= S2G_RELEASE_GIL_VALUES) {                 \
+            Py_BEGIN_ALLOW_THREADS stmt; Py_END_ALLOW_THREADS     \
+        } else {                                                  \
+            stmt;                                                 \
+        }                                                         \
+    } while (0)
+
+/* rms_norm(x, xs, w, out, os, n, d, eps): n rows of d (see _glue.c). */
+static PyObject *py_rms_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    int64_t a[8];
+    float eps = 0.0f;
+    if (glue_args(args, nargs, 8, 7, a, &eps, "rms_norm") < 0) return NULL;
+    S2G_CALL(a[5] * a[6], s2g_rms_rows(P_F32(a[0]), a[1], P_F32(a[2]), P_F32(a[3]), a[4], a[5], a[6], eps));
+    Py_RETURN_NONE;
+}
+
+/* add_rms_norm(x, y, w, hsum, f, n, d, eps): hsum = x + y, f = RMSNorm(hsum) (see _glue.c). */
+static PyObject *py_add_rms_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    int64_t a[8];
+    float eps = 0.0f;
+    if (glue_args(args, nargs, 8, 7, a, &eps, "add_rms_norm") < 0) return NULL;
+    S2G_CALL(a[5] * a[6], s2g_add_rms_rows(P_F32(a[0]), P_F32(a[1]), P_F32(a[2]), P_F32(a[3]), P_F32(a[4]), a[5],
+                                           a[6], eps));
+    Py_RETURN_NONE;
+}
+
+/* qkv_heads(qkv, qs, n, h, hkv, hd, qn, kn, eps, cos, sin, q, k, v) -> 0, or -1 for a head
+ * size it does not take (see _glue.c); qn/kn 0: no QK-norm. */
+static PyObject *py_qkv_heads(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    int64_t a[14];
+    float eps = 0.0f;
+    if (glue_args(args, nargs, 14, 8, a, &eps, "qkv_heads") < 0) return NULL;
+    if (a[5] < 2 || a[5] > S2G_MAX_HD || a[5] % 2) return PyLong_FromLong(-1);
+    S2G_CALL(a[2] * (a[3] + 2 * a[4]) * a[5],
+             s2g_qkv_heads(P_F32(a[0]), a[1], a[2], a[3], a[4], a[5], P_F32(a[6]), P_F32(a[7]), eps, P_F32(a[9]),
+                           P_F32(a[10]), P_F32(a[11]), P_F32(a[12]), P_F32(a[13])));
+    return PyLong_FromLong(0);
+}
+
 static PyMethodDef METHODS[] = {
     {"level", py_level, METH_NOARGS, "The instruction set the kernels use now."},
     {"levels", py_levels, METH_NOARGS, "The instruction sets this CPU supports, weakest first."},
@@ -1620,6 +1693,13 @@ static PyMethodDef METHODS[] = {
      "decode attention (addresses as ints; see _attend.c). Returns 0, or -1 for a shape it does not take."},
     {"attend_many", (PyCFunction)(void (*)(void))py_attend_many, METH_FASTCALL,
      "attend_many(seqs, n_seqs, h, hkv, hd, f16): several requests' decode attention (see _attend.c)."},
+    {"rms_norm", (PyCFunction)(void (*)(void))py_rms_norm, METH_FASTCALL,
+     "rms_norm(x, xs, w, out, os, n, d, eps): RMSNorm of n float32 rows (addresses as ints; see _glue.c)."},
+    {"add_rms_norm", (PyCFunction)(void (*)(void))py_add_rms_norm, METH_FASTCALL,
+     "add_rms_norm(x, y, w, hsum, f, n, d, eps): hsum = x + y, f = RMSNorm(hsum) (see _glue.c)."},
+    {"qkv_heads", (PyCFunction)(void (*)(void))py_qkv_heads, METH_FASTCALL,
+     "qkv_heads(qkv, qs, n, h, hkv, hd, qn, kn, eps, cos, sin, q, k, v): the QKV split, QK-norm and RoPE "
+     "(see _glue.c). Returns 0, or -1 for a head size it does not take."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_qdot",
@@ -1640,6 +1720,7 @@ PyMODINIT_FUNC PyInit__qdot(void) {
         PyModule_AddIntConstant(mod, "Q8_0_I16", T_Q8_0_I16);
         PyModule_AddIntConstant(mod, "ATTEND_FIELDS", S2A_FIELDS);
         PyModule_AddIntConstant(mod, "ATTEND_MAX_HEAD_DIM", S2A_MAX_HD);
+        PyModule_AddIntConstant(mod, "GLUE_MAX_HEAD_DIM", S2G_MAX_HD);
     }
     return mod;
 }

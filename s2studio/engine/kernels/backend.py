@@ -17,7 +17,8 @@ select it at import: ``S2_INT_DOT`` (2 precise, 1 one int8 plane, 0 numba) and
 ``S2_GEMV_SCHEDULE`` (dynamic, static), so A/B runs of a benchmark keep working,
 ``S2_KERNEL_LEVEL`` (best, or a level this CPU offers, e.g. avx2 or avxvnni), ``S2_PREFILL``
 (int, exact: how a prefill's many rows are multiplied, ``PrefillPath``), and ``S2_ATTENTION``
-(c, torch: the decode attention kernel, ``attention``). ``describe`` is the line the loader logs
+(c, torch: the decode attention kernel, ``attention``), and ``S2_GLUE`` (c, torch: a layer's norms
+and RoPE, ``glue``). ``describe`` is the line the loader logs
 and ``s2studio --self-test`` prints.
 """
 
@@ -31,7 +32,7 @@ from enum import Enum
 from typing import Iterable, Iterator, Mapping
 
 from s2studio.engine.kernels import common as kcommon
-from s2studio.engine.modes import AttentionKernel, GemvSchedule, IntDot, KernelLevel, PrefillPath
+from s2studio.engine.modes import AttentionKernel, GemvSchedule, GlueKernel, IntDot, KernelLevel, PrefillPath
 from s2studio.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ SCHEDULE_ENV = "S2_GEMV_SCHEDULE"
 LEVEL_ENV = "S2_KERNEL_LEVEL"
 PREFILL_ENV = "S2_PREFILL"
 ATTENTION_ENV = "S2_ATTENTION"
+GLUE_ENV = "S2_GLUE"
 
 
 @dataclass(frozen=True)
@@ -51,8 +53,9 @@ class KernelSettings:
     "A busy machine"), and the C kernels' instruction set (``KernelLevel``: the best this CPU
     offers, or one forced; every level gives the outputs the tests bound, and avxvnni gives
     avx2's bit for bit), how a prefill's many rows are multiplied (``PrefillPath``: on the
-    same integer kernels, or exactly), and the decode attention (``AttentionKernel``: the C
-    kernel of ``attention``, or torch's ops). Words are accepted and checked here, once;
+    same integer kernels, or exactly), the decode attention (``AttentionKernel``: the C
+    kernel of ``attention``, or torch's ops) and a layer's norms and RoPE (``GlueKernel``: the C
+    calls of ``glue``, or torch's ops). Words are accepted and checked here, once;
     whether this CPU offers a forced level is checked where it is applied (``configure``)."""
 
     int_dot: IntDot = IntDot.PRECISE
@@ -60,6 +63,7 @@ class KernelSettings:
     level: KernelLevel = KernelLevel.BEST
     prefill: PrefillPath = PrefillPath.INT
     attention: AttentionKernel = AttentionKernel.C
+    glue: GlueKernel = GlueKernel.C
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "int_dot", IntDot.parse(self.int_dot))
@@ -67,6 +71,7 @@ class KernelSettings:
         object.__setattr__(self, "level", KernelLevel.parse(self.level))
         object.__setattr__(self, "prefill", PrefillPath.parse(self.prefill))
         object.__setattr__(self, "attention", AttentionKernel.parse(self.attention))
+        object.__setattr__(self, "glue", GlueKernel.parse(self.glue))
 
     @property
     def planes(self) -> int:
@@ -82,7 +87,7 @@ class KernelSettings:
         values = {}
         for field, var, mode in (("int_dot", INT_DOT_ENV, IntDot), ("schedule", SCHEDULE_ENV, GemvSchedule),
                                  ("level", LEVEL_ENV, KernelLevel), ("prefill", PREFILL_ENV, PrefillPath),
-                                 ("attention", ATTENTION_ENV, AttentionKernel)):
+                                 ("attention", ATTENTION_ENV, AttentionKernel), ("glue", GLUE_ENV, GlueKernel)):
             word = env.get(var)
             if word is None or not word.strip():
                 continue
@@ -109,7 +114,7 @@ def configure(settings: KernelSettings | None = None) -> KernelSettings:
         except InputError as exc:
             log.warning("%s=%s ignored: %s", LEVEL_ENV, chosen.level.value, exc)
             chosen = KernelSettings(chosen.int_dot, chosen.schedule, prefill=chosen.prefill,
-                                    attention=chosen.attention)
+                                    attention=chosen.attention, glue=chosen.glue)
             _apply_level(chosen.level)
     else:
         chosen = settings

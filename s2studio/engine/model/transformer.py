@@ -10,6 +10,10 @@ Numerical choices that matter for parity with s2.cpp (docs/spec/engine.md §2, �
 - The residual stream, norms and softmax stay float32; a matmul runs in the weights' dtype.
 - A CPU decode step's attention runs in C (``kernels.attention``: the same maths, another
   summation order), which also stores the step's k/v; prefill and GPUs use :func:`attend`'s torch.
+- On the CPU, RMSNorm, the QKV split with QK-norm and RoPE, and the residual add before the
+  FFN's norm run in C (``kernels.glue``: the same float32 operations, bit-identical but for
+  RMSNorm's square root, IEEE's where torch's is MKL's, ≤ ~3 ulps apart) on every CPU path,
+  prefill included, so a row gets the same bits on each; GPUs use torch's ops.
 
 The block is written once (:func:`layer_forward`, run by :func:`run_stack`); the decode paths
 differ only in the context it runs in (:class:`LayerContext`): :class:`DynamicContext` (one
@@ -29,6 +33,7 @@ import torch.nn.functional as F
 from s2studio.engine.model.config import TransformerConfig
 from s2studio.engine.kernels import attention as attention_kernel
 from s2studio.engine.kernels import common as kcommon
+from s2studio.engine.kernels import glue as glue_kernel
 from s2studio.engine.kernels.qmatrix import INT_PREFILL_MAX_ROWS, QuantMatrix, prefill_linear
 from s2studio.engine.model.weights import LayerWeights, StackWeights, Weight
 
@@ -61,7 +66,12 @@ def linear(x: torch.Tensor, w: Weight) -> torch.Tensor:
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    if x.device.type == "cpu":
+    if x.is_cpu:
+        # One C call (kernels.glue: torch's formula with an IEEE sqrt, so every CPU path takes it
+        # while it is on); None: switched off, or not float32.
+        out = glue_kernel.rms_norm(x, w, eps)
+        if out is not None:
+            return out
         mean = x.double().square().mean(-1, keepdim=True).float()
     else:
         mean = x.square().mean(-1, keepdim=True)
@@ -235,6 +245,33 @@ def split_qkv(qkv: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig
         q = rms_norm(q, lw.q_norm, cfg.norm_eps)
         k = rms_norm(k, lw.k_norm, cfg.norm_eps)
     return q, k, v
+
+
+def qkv_heads(qkv: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig, cos: torch.Tensor, sin: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The fused projection's output (n, (H + 2·Hkv)·hd) → what attention takes: q (H, n, hd)
+    (the transpose of a contiguous (n, H, hd)), k, v (Hkv, n, hd) contiguous, after the QK-norm
+    (:func:`split_qkv`) and RoPE of row r at cos/sin row r (:func:`apply_rope`). On the CPU one C
+    call (kernels.glue: the same ops, the QK-norm's sqrt IEEE's) instead of ~20 small torch ops."""
+    if qkv.is_cpu:
+        heads = glue_kernel.qkv_heads(qkv, cfg.n_head, cfg.n_kv_head, cfg.head_dim, lw.q_norm, lw.k_norm,
+                                      cfg.norm_eps, cos, sin)
+        if heads is not None:
+            return heads
+    q, k, v = split_qkv(qkv, lw, cfg)
+    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    return q.transpose(0, 1), k.transpose(0, 1).contiguous(), v.transpose(0, 1).contiguous()
+
+
+def add_rms_norm(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, eps: float
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x + y, ``rms_norm(x + y, w, eps)``): a residual add and the next norm; one C call on the CPU."""
+    if x.is_cpu:
+        out = glue_kernel.add_rms_norm(x, y, w, eps)
+        if out is not None:
+            return out
+    h = x + y
+    return h, rms_norm(h, w, eps)
 
 
 # ---- batched decode: several requests' rows through one pass over the weights ---------------
@@ -460,14 +497,14 @@ class BatchedContext(_HostPositions):
 def layer_forward(x: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig, ctx: LayerContext,
                   layer: int) -> torch.Tensor:
     """One pre-norm block over the rows of ``ctx``. x: (n, dim) float32 on the layer's device."""
-    q, k, v = split_qkv(ctx.linear(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv), lw, cfg)
     cos, sin = ctx.rope_rows(x.device)
-    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    q, k, v = q.transpose(0, 1), k.transpose(0, 1).contiguous(), v.transpose(0, 1).contiguous()
-    h = x + ctx.linear(ctx.attend(layer, q, k, v), lw.wo)
+    q, k, v = qkv_heads(ctx.linear(rms_norm(x, lw.attention_norm, cfg.norm_eps), lw.wqkv), lw, cfg, cos, sin)
+    o = ctx.linear(ctx.attend(layer, q, k, v), lw.wo)
     n = x.shape[0]
     if n <= FFN_BLOCK_ROWS or not ctx.splittable:
-        return h + feed_forward(h, lw, cfg, ctx.linear)
+        h, f = add_rms_norm(x, o, lw.ffn_norm, cfg.norm_eps)
+        return h + mlp(f, lw, ctx.linear)
+    h = x + o
     # A long prefill: the FFN's three (n, 9728) intermediates would be ~0.12 MB per prompt
     # row on the real model; rows are independent, so run them in (equal) blocks.
     out = torch.empty_like(h)
@@ -485,7 +522,12 @@ FFN_BLOCK_ROWS = 2048
 
 def feed_forward(h: torch.Tensor, lw: LayerWeights, cfg: TransformerConfig,
                  mm: Callable[[torch.Tensor, Weight], torch.Tensor] = linear) -> torch.Tensor:
-    f = rms_norm(h, lw.ffn_norm, cfg.norm_eps)
+    return mlp(rms_norm(h, lw.ffn_norm, cfg.norm_eps), lw, mm)
+
+
+def mlp(f: torch.Tensor, lw: LayerWeights, mm: Callable[[torch.Tensor, Weight], torch.Tensor] = linear
+        ) -> torch.Tensor:
+    """The FFN after its norm: w2 · (SiLU(w1 · f) ⊙ (w3 · f))."""
     return mm(F.silu(mm(f, lw.w1)) * mm(f, lw.w3), lw.w2)
 
 

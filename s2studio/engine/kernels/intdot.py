@@ -199,3 +199,10 @@ def avxvnni_encoding() -> str:
     "evex" (it has AVX-512 VNNI + VL only: the same instructions' 256-bit EVEX form, the same
     integers), "" where the level is not offered."""
     return "" if _qdot is None else _qdot.avxvnni_encoding()
+
+
+def set_tiled(on: bool) -> None:
+    """The register-tiled Q8_0 rows (the default, where a level has them) or, off, the per-row
+    loops for every activation-row count: the same outputs bit for bit, so this is only for the
+    tests that check it and for benchmarks (benchmarks/bench_int_rows.py --compare)."""
+    _qdot.set_tiled(on)

@@ -22,6 +22,10 @@ bounds 3e-3 and 3e-5).
 Rows are independent: an activation row's output is bit-identical whatever the other rows are,
 and however many (each row has its own accumulators and the same operation order), which
 batching requests into one GEMV relies on.
+For several activation rows the Q8_0 kernels work in register tiles (a few weight rows x a few
+activation rows, every accumulator in a register: ~1.4x at the prefill's 16 rows per call) that
+keep each row's operation order, so their outputs are those of the per-row loops bit for bit
+(``set_tiled``).
 
 Which activations, which schedule, and whether this path runs at all are chosen in one place,
 ``backend`` (its ``KernelSettings``); this module is the mechanism.

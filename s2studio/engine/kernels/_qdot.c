@@ -115,6 +115,9 @@ static const char *LEVEL_NAMES[N_LEVELS] = {"scalar"};
 static int best_level = L_SCALAR;
 static int level = L_SCALAR;
 static int level_offered[N_LEVELS] = {1}; /* set by init_tables; the scalar level always */
+#if defined(S2Q_X86) || !defined(S2Q_NO_PYTHON)
+static int q8_tiled = 1; /* the register-tiled Q8_0 rows where a level has them (set_tiled) */
+#endif
 
 typedef struct {
     uint8_t u[QK];
@@ -761,6 +764,71 @@ DEFINE_AVX2_ROWS(rows_q2_k_vnni256, y_q2_k, 84, VNNI256_T, MADD_ADD_VNNI256)
     else if (m == 8) BODY(raw, row_bytes, r0, r1, xq, xd, 8, cols, out, out_stride);            \
     else BODY(raw, row_bytes, r0, r1, xq, xd, m, cols, out, out_stride);
 
+/* Register-tiled Q8_0 rows (the prefill's 16-row calls and batched decode). The per-row loops
+ * below (NAME##_1) re-load every activation vector from L1 for each weight row and, where m is
+ * not one of their constant copies (1, 2, 4, 8), keep their float accumulators in memory. A tile
+ * (NAME##_tile) computes TR weight rows x TM activation rows with every accumulator in a
+ * register: each loaded activation vector serves TR weight rows, each prepared weight block
+ * (widened, or |w| and its signs, and its scale) TM activation rows. Per (weight row, activation
+ * row) a tile does exactly the per-row loops' operations in their order (the same integer dot
+ * per block or block pair, t = fma(cvt(p), d, t) over the chunk's blocks in order, acc = fma(t,
+ * dx, acc) per chunk, the same horizontal sum at the end), so the outputs are bit-identical to
+ * them (tests/engine/test_intdot_tiles.py), and a row among others still equals it alone.
+ * Measured (benchmarks/bench_int_rows.py, docs/performance.md): the AVX-512 int16 rows at m = 16
+ * went from ~40 to ~57 GMAC/s per core on Zen 4, the rate the per-row loops reach only at m = 4;
+ * the tile's shape mattered little (1x8, 2x4 to 4x4 within noise): past the re-loads, the
+ * multiply, convert and FMA instructions themselves are the limit (Zen 4 runs 512-bit ones at
+ * half rate). AVX2 has 16 vector registers: 1 x 4 there, no spills.
+ *
+ * q8_tiled = 0 (set_tiled(False): tests, benchmarks) runs the per-row loops for every m.
+ *
+ * Which m the tiles take (measured: see above): the AVX-512 int16 rows from 3 on (at m = 4 and 8
+ * the tile equals or beats the constant copies), the others only where the per-row loops have no
+ * constant copy (m = 3, 5-7, 9-16: at 4 and 8 the copies were as fast or faster). m = 1, 2 (one
+ * decode request) always run the per-row loops. */
+#define Q8_TILE_FROM_3(m) ((m) >= 3)
+#define Q8_TILE_NOT_A_COPY(m) ((m) != 1 && (m) != 2 && (m) != 4 && (m) != 8)
+
+/* NAME: the row function over rows [r0, r1): tiles of TR x TM, then a tile of the m % TM
+ * activation rows left (of their own constant height), the rows left over (fewer than TR) by
+ * the per-row loops. XT: the activations' integer type; WHEN(m): whether m rows take tiles. */
+#define DEFINE_Q8_TILED(NAME, TARGET, XT, TR, TM, WHEN)                                          \
+    S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64_t r0, int64_t r1, \
+                                        const int8_t *xq8, const float *xd, const int16_t *xbs,  \
+                                        int64_t m, int64_t cols, float *out, int64_t out_stride) { \
+        if (!q8_tiled || !WHEN(m)) {                                                             \
+            NAME##_1(raw, row_bytes, r0, r1, xq8, xd, xbs, m, cols, out, out_stride);            \
+            return;                                                                              \
+        }                                                                                        \
+        const XT *xq = (const XT *)xq8;                                                          \
+        int64_t nc = cols / QK, r = r0;                                                          \
+        for (; r + TR <= r1; r += TR) {                                                          \
+            const uint8_t *row = raw + r * row_bytes;                                            \
+            int64_t i = 0;                                                                       \
+            for (; i + TM <= m; i += TM)                                                         \
+                NAME##_tile(row, row_bytes, xq + i * cols, xd + i * nc, cols, TR, TM, i == 0,    \
+                            out + i * out_stride + r, out_stride);                               \
+            switch (m - i) { /* the guards keep the cases that cannot occur from being built */  \
+    case 7: if (7 < TM) NAME##_tile(row, row_bytes, xq + i * cols, xd + i * nc, cols, TR, 7, i == 0, \
+                                       out + i * out_stride + r, out_stride); break;          \
+    case 6: if (6 < TM) NAME##_tile(row, row_bytes, xq + i * cols, xd + i * nc, cols, TR, 6, i == 0, \
+                                       out + i * out_stride + r, out_stride); break;          \
+    case 5: if (5 < TM) NAME##_tile(row, row_bytes, xq + i * cols, xd + i * nc, cols, TR, 5, i == 0, \
+                                       out + i * out_stride + r, out_stride); break;          \
+    case 4: if (4 < TM) NAME##_tile(row, row_bytes, xq + i * cols, xd + i * nc, cols, TR, 4, i == 0, \
+                                       out + i * out_stride + r, out_stride); break;          \
+    case 3: if (3 < TM) NAME##_tile(row, row_bytes, xq + i * cols, xd + i * nc, cols, TR, 3, i == 0, \
+                                       out + i * out_stride + r, out_stride); break;          \
+    case 2: if (2 < TM) NAME##_tile(row, row_bytes, xq + i * cols, xd + i * nc, cols, TR, 2, i == 0, \
+                                       out + i * out_stride + r, out_stride); break;          \
+    case 1: if (1 < TM) NAME##_tile(row, row_bytes, xq + i * cols, xd + i * nc, cols, TR, 1, i == 0, \
+                                       out + i * out_stride + r, out_stride); break;          \
+            default: break;                                                                      \
+            }                                                                                    \
+        }                                                                                        \
+        if (r < r1) NAME##_1(raw, row_bytes, r, r1, xq8, xd, xbs, m, cols, out, out_stride);     \
+    }
+
 /* Q8_0 on AVX2: per block, |w| (vpabsb) and w's signs moved onto the activations (vpsignb:
  * x where w > 0, -x where w < 0), so vpmaddubsw multiplies unsigned by signed bytes
  * (|w| <= 128, |x| <= 127: a pair sums to at most 32512, no saturation); vpmaddwd by ones sums
@@ -808,9 +876,62 @@ S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64
     Q8_DISPATCH(NAME##_m)                                                                          \
 }                                                                                                  \
 
-DEFINE_Q8_0_AVX2_ROWS(rows_q8_0_avx2, AVX2_T, Q8_DOT_AVX2)
-DEFINE_Q8_0_AVX2_ROWS(rows_q8_0_avxvnni, AVXVNNI_T, Q8_DOT_AVXVNNI)
-DEFINE_Q8_0_AVX2_ROWS(rows_q8_0_vnni256, VNNI256_T, Q8_DOT_VNNI256)
+DEFINE_Q8_0_AVX2_ROWS(rows_q8_0_avx2_1, AVX2_T, Q8_DOT_AVX2)
+DEFINE_Q8_0_AVX2_ROWS(rows_q8_0_avxvnni_1, AVXVNNI_T, Q8_DOT_AVXVNNI)
+DEFINE_Q8_0_AVX2_ROWS(rows_q8_0_vnni256_1, VNNI256_T, Q8_DOT_VNNI256)
+
+/* Q8_0 x int8 on AVX2 and the avxvnni level, tiled (DEFINE_Q8_TILED): per block and weight row
+ * w, |w| and the scale; per activation row one load, its signs fixed per weight row. TR x TM:
+ * Q8_AVX2_TILE (AVX2 has 16 vector registers). */
+#define DEFINE_Q8_0_AVX2_TILE(NAME, TARGET, DOT, TR, TM)                                             \
+    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_tile(const uint8_t *row0, int64_t row_bytes, const int8_t *xq, \
+                                                   const float *xd, int64_t cols, const int RB, const int IB, \
+                                                   int prefetch, float *out, int64_t out_stride) {   \
+        int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                              \
+        __m256 acc[TR][TM], t[TR][TM];                                                               \
+        for (int k = 0; k < RB; k++)                                                                 \
+            for (int i = 0; i < IB; i++) acc[k][i] = _mm256_setzero_ps();                            \
+        for (int64_t c = 0; c < nc; c++) {                                                           \
+            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;                  \
+            for (int k = 0; k < RB; k++)                                                             \
+                for (int i = 0; i < IB; i++) t[k][i] = _mm256_setzero_ps();                          \
+            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {                                        \
+                __m256i w[TR], aw[TR];                                                               \
+                __m256 dv[TR];                                                                       \
+                for (int k = 0; k < RB; k++) {                                                       \
+                    const uint8_t *blk = row0 + k * row_bytes + j * Q8_BB;                           \
+                    if (prefetch) _mm_prefetch((const char *)(blk + RB * row_bytes), _MM_HINT_T0);   \
+                    dv[k] = _mm256_set1_ps(F16(blk));                                                \
+                    w[k] = V(blk + 2);                                                               \
+                    aw[k] = _mm256_abs_epi8(w[k]);                                                   \
+                }                                                                                    \
+                for (int i = 0; i < IB; i++) {                                                       \
+                    __m256i xv = V(xq + i * cols + j * 32);                                          \
+                    for (int k = 0; k < RB; k++) {                                                   \
+                        __m256i p = DOT(aw[k], _mm256_sign_epi8(xv, w[k]));                          \
+                        t[k][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dv[k], t[k][i]);            \
+                    }                                                                                \
+                }                                                                                    \
+            }                                                                                        \
+            for (int i = 0; i < IB; i++) {                                                           \
+                __m256 dx = _mm256_set1_ps(xd[i * nc + c]);                                          \
+                for (int k = 0; k < RB; k++) acc[k][i] = _mm256_fmadd_ps(t[k][i], dx, acc[k][i]);    \
+            }                                                                                        \
+        }                                                                                            \
+        for (int k = 0; k < RB; k++)                                                                 \
+            for (int i = 0; i < IB; i++) out[i * out_stride + k] = hsum256(acc[k][i]);               \
+    }                                                                                                \
+    DEFINE_Q8_TILED(NAME, TARGET, int8_t, TR, TM, Q8_TILE_NOT_A_COPY)
+
+#ifndef Q8_AVX2_TILE_R
+#define Q8_AVX2_TILE_R 1
+#endif
+#ifndef Q8_AVX2_TILE_M
+#define Q8_AVX2_TILE_M 4
+#endif
+DEFINE_Q8_0_AVX2_TILE(rows_q8_0_avx2, AVX2_T, Q8_DOT_AVX2, Q8_AVX2_TILE_R, Q8_AVX2_TILE_M)
+DEFINE_Q8_0_AVX2_TILE(rows_q8_0_avxvnni, AVXVNNI_T, Q8_DOT_AVXVNNI, Q8_AVX2_TILE_R, Q8_AVX2_TILE_M)
+DEFINE_Q8_0_AVX2_TILE(rows_q8_0_vnni256, VNNI256_T, Q8_DOT_VNNI256, Q8_AVX2_TILE_R, Q8_AVX2_TILE_M)
 
 /* Q8_0 x int16 activations on AVX2: the block's 32 weights widened to int16 once (two
  * registers), then per row two vpmaddwd and one add into 8 int32 (each a sum of 4 products;
@@ -858,9 +979,54 @@ S2Q_TARGET(TARGET) static void NAME(const uint8_t *raw, int64_t row_bytes, int64
     Q8_DISPATCH(NAME##_m)                                                                               \
 }                                                                                                       \
 
-DEFINE_Q8_0_I16_AVX2_ROWS(rows_q8_0_i16_avx2, AVX2_T, I16_DOT_AVX2)
-DEFINE_Q8_0_I16_AVX2_ROWS(rows_q8_0_i16_avxvnni, AVXVNNI_T, I16_DOT_AVXVNNI)
-DEFINE_Q8_0_I16_AVX2_ROWS(rows_q8_0_i16_vnni256, VNNI256_T, I16_DOT_VNNI256)
+DEFINE_Q8_0_I16_AVX2_ROWS(rows_q8_0_i16_avx2_1, AVX2_T, I16_DOT_AVX2)
+DEFINE_Q8_0_I16_AVX2_ROWS(rows_q8_0_i16_avxvnni_1, AVXVNNI_T, I16_DOT_AVXVNNI)
+DEFINE_Q8_0_I16_AVX2_ROWS(rows_q8_0_i16_vnni256_1, VNNI256_T, I16_DOT_VNNI256)
+
+/* Q8_0 x int16 on AVX2 and the avxvnni level, tiled (DEFINE_Q8_TILED): per block and weight row
+ * the two widened halves and the scale; per activation row its two vectors, loaded once. */
+#define DEFINE_Q8_0_I16_AVX2_TILE(NAME, TARGET, DOT, TR, TM)                                         \
+    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_tile(const uint8_t *row0, int64_t row_bytes, const int16_t *xq, \
+                                                   const float *xd, int64_t cols, const int RB, const int IB, \
+                                                   int prefetch, float *out, int64_t out_stride) {   \
+        int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                              \
+        __m256 acc[TR][TM], t[TR][TM];                                                               \
+        for (int k = 0; k < RB; k++)                                                                 \
+            for (int i = 0; i < IB; i++) acc[k][i] = _mm256_setzero_ps();                            \
+        for (int64_t c = 0; c < nc; c++) {                                                           \
+            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;                  \
+            for (int k = 0; k < RB; k++)                                                             \
+                for (int i = 0; i < IB; i++) t[k][i] = _mm256_setzero_ps();                          \
+            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {                                        \
+                __m256i w0[TR], w1[TR];                                                              \
+                __m256 dv[TR];                                                                       \
+                for (int k = 0; k < RB; k++) {                                                       \
+                    const uint8_t *blk = row0 + k * row_bytes + j * Q8_BB;                           \
+                    if (prefetch) _mm_prefetch((const char *)(blk + RB * row_bytes), _MM_HINT_T0);   \
+                    dv[k] = _mm256_set1_ps(F16(blk));                                                \
+                    w0[k] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));       \
+                    w1[k] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));      \
+                }                                                                                    \
+                for (int i = 0; i < IB; i++) {                                                       \
+                    const int16_t *x = xq + i * cols + I16_AT(j, 0);                                 \
+                    __m256i x0 = V(x), x1 = V(x + 32);                                               \
+                    for (int k = 0; k < RB; k++)                                                     \
+                        t[k][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT(w0[k], x0, w1[k], x1)), dv[k], t[k][i]); \
+                }                                                                                    \
+            }                                                                                        \
+            for (int i = 0; i < IB; i++) {                                                           \
+                __m256 dx = _mm256_set1_ps(xd[i * nc + c]);                                          \
+                for (int k = 0; k < RB; k++) acc[k][i] = _mm256_fmadd_ps(t[k][i], dx, acc[k][i]);    \
+            }                                                                                        \
+        }                                                                                            \
+        for (int k = 0; k < RB; k++)                                                                 \
+            for (int i = 0; i < IB; i++) out[i * out_stride + k] = hsum256(acc[k][i]);               \
+    }                                                                                                \
+    DEFINE_Q8_TILED(NAME, TARGET, int16_t, TR, TM, Q8_TILE_NOT_A_COPY)
+
+DEFINE_Q8_0_I16_AVX2_TILE(rows_q8_0_i16_avx2, AVX2_T, I16_DOT_AVX2, Q8_AVX2_TILE_R, Q8_AVX2_TILE_M)
+DEFINE_Q8_0_I16_AVX2_TILE(rows_q8_0_i16_avxvnni, AVXVNNI_T, I16_DOT_AVXVNNI, Q8_AVX2_TILE_R, Q8_AVX2_TILE_M)
+DEFINE_Q8_0_I16_AVX2_TILE(rows_q8_0_i16_vnni256, VNNI256_T, I16_DOT_VNNI256, Q8_AVX2_TILE_R, Q8_AVX2_TILE_M)
 
 /* AVX-512: 4 chunks of 64 weights; the int16 product lane j of chunk c belongs to scale
  * 4c + j/8, picked by one vpermw. VNNI fuses vpmaddwd + vpaddd into vpdpwssd. */
@@ -1010,8 +1176,64 @@ S2Q_TARGET(AVX512_T) S2Q_INLINE float hsum512(__m512 a) {
         Q8_DISPATCH(NAME##_m)                                                                    \
     }
 
-DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_avx512, AVX512_T, Q8_DOT_BW)
-DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_vnni, AVX512VNNI_T, Q8_DOT_VNNI)
+DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_avx512_1, AVX512_T, Q8_DOT_BW)
+DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_vnni_1, AVX512VNNI_T, Q8_DOT_VNNI)
+
+/* Q8_0 x int8 on AVX-512, tiled (DEFINE_Q8_TILED): per block pair and weight row |w|, the mask
+ * of w's signs and the scales; per activation row one load, negated per weight row. */
+#define DEFINE_Q8_0_AVX512_TILE(NAME, TARGET, DOT, TR, TM)                                           \
+    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_tile(const uint8_t *row0, int64_t row_bytes, const int8_t *xq, \
+                                                   const float *xd, int64_t cols, const int RB, const int IB, \
+                                                   int prefetch, float *out, int64_t out_stride) {   \
+        int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                              \
+        const __m512i zero = _mm512_setzero_si512();                                                 \
+        __m512 acc[TR][TM], t[TR][TM];                                                               \
+        for (int k = 0; k < RB; k++)                                                                 \
+            for (int i = 0; i < IB; i++) acc[k][i] = _mm512_setzero_ps();                            \
+        for (int64_t c = 0; c < nc; c++) {                                                           \
+            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;                  \
+            for (int k = 0; k < RB; k++)                                                             \
+                for (int i = 0; i < IB; i++) t[k][i] = _mm512_setzero_ps();                          \
+            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j += 2) {                                     \
+                int two = j + 1 < j1;                                                                \
+                __m512i aw[TR];                                                                      \
+                __mmask64 neg[TR];                                                                   \
+                __m512 dv[TR];                                                                       \
+                for (int k = 0; k < RB; k++) {                                                       \
+                    const uint8_t *blk = row0 + k * row_bytes + j * Q8_BB;                           \
+                    if (prefetch) _mm_prefetch((const char *)(blk + RB * row_bytes), _MM_HINT_T0);   \
+                    __m256i w1 = two ? V(blk + Q8_BB + 2) : _mm256_setzero_si256();                  \
+                    __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(V(blk + 2)), w1, 1);       \
+                    aw[k] = _mm512_abs_epi8(w);                                                      \
+                    neg[k] = _mm512_movepi8_mask(w);                                                 \
+                    dv[k] = q8_pair_scales512(blk, two);                                             \
+                }                                                                                    \
+                for (int i = 0; i < IB; i++) {                                                       \
+                    __m512i xv = _mm512_loadu_si512((const void *)(xq + i * cols + j * 32));         \
+                    for (int k = 0; k < RB; k++) {                                                   \
+                        __m512i sx = _mm512_mask_sub_epi8(xv, neg[k], zero, xv);                     \
+                        t[k][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DOT(aw[k], sx)), dv[k], t[k][i]); \
+                    }                                                                                \
+                }                                                                                    \
+            }                                                                                        \
+            for (int i = 0; i < IB; i++) {                                                           \
+                __m512 dx = _mm512_set1_ps(xd[i * nc + c]);                                          \
+                for (int k = 0; k < RB; k++) acc[k][i] = _mm512_fmadd_ps(t[k][i], dx, acc[k][i]);    \
+            }                                                                                        \
+        }                                                                                            \
+        for (int k = 0; k < RB; k++)                                                                 \
+            for (int i = 0; i < IB; i++) out[i * out_stride + k] = hsum512(acc[k][i]);               \
+    }                                                                                                \
+    DEFINE_Q8_TILED(NAME, TARGET, int8_t, TR, TM, Q8_TILE_NOT_A_COPY)
+
+#ifndef Q8_512_TILE_R
+#define Q8_512_TILE_R 2
+#endif
+#ifndef Q8_512_TILE_M
+#define Q8_512_TILE_M 4
+#endif
+DEFINE_Q8_0_AVX512_TILE(rows_q8_0_avx512, AVX512_T, Q8_DOT_BW, Q8_512_TILE_R, Q8_512_TILE_M)
+DEFINE_Q8_0_AVX512_TILE(rows_q8_0_vnni, AVX512VNNI_T, Q8_DOT_VNNI, Q8_512_TILE_R, Q8_512_TILE_M)
 
 /* Q8_0 x int16 activations on AVX-512: a pair of blocks per step (I16_LAYOUT): the first and
  * the second halves of both blocks' weights widened to int16 once (wa, wb), then per row two
@@ -1066,8 +1288,61 @@ DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_vnni, AVX512VNNI_T, Q8_DOT_VNNI)
         Q8_DISPATCH(NAME##_m)                                                                    \
     }
 
-DEFINE_Q8_0_I16_AVX512_ROWS(rows_q8_0_i16_avx512, AVX512_T, I16_DOT_BW)
-DEFINE_Q8_0_I16_AVX512_ROWS(rows_q8_0_i16_vnni, AVX512VNNI_T, I16_DOT_VNNI)
+DEFINE_Q8_0_I16_AVX512_ROWS(rows_q8_0_i16_avx512_1, AVX512_T, I16_DOT_BW)
+DEFINE_Q8_0_I16_AVX512_ROWS(rows_q8_0_i16_vnni_1, AVX512VNNI_T, I16_DOT_VNNI)
+
+/* Q8_0 x int16 on AVX-512, tiled (DEFINE_Q8_TILED): per block pair and weight row the widened
+ * weights and scales as in the per-row loops; per activation row its two vectors, loaded once
+ * for the tile's TR weight rows. 2 x 4: 8 + 8 accumulators, 2 x 3 operand registers. */
+#define DEFINE_Q8_0_I16_AVX512_TILE(NAME, TARGET, DOT, TR, TM)                                            \
+    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_tile(const uint8_t *row0, int64_t row_bytes,       \
+                                                   const int16_t *xq, const float *xd, int64_t cols, \
+                                                   const int RB, const int IB, int prefetch,      \
+                                                   float *out, int64_t out_stride) {              \
+        int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                          \
+        __m512 acc[TR][TM], t[TR][TM];                                           \
+        for (int k = 0; k < RB; k++)                                                             \
+            for (int i = 0; i < IB; i++) acc[k][i] = _mm512_setzero_ps();                        \
+        for (int64_t c = 0; c < nc; c++) {                                                       \
+            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;              \
+            for (int k = 0; k < RB; k++)                                                         \
+                for (int i = 0; i < IB; i++) t[k][i] = _mm512_setzero_ps();                      \
+            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j += 2) {                                 \
+                int two = j + 1 < j1;                                                            \
+                __m128i z = _mm_setzero_si128();                                                 \
+                __m512i wa[TR], wb[TR];                                            \
+                __m512 dv[TR];                                                            \
+                for (int k = 0; k < RB; k++) {                                                   \
+                    const uint8_t *blk = row0 + k * row_bytes + j * Q8_BB;                       \
+                    /* the next tile's rows, once per tile (the first activation group) */      \
+                    if (prefetch) _mm_prefetch((const char *)(blk + RB * row_bytes), _MM_HINT_T0); \
+                    wa[k] = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(                        \
+                        _mm256_castsi128_si256(H128(blk + 2)), two ? H128(blk + Q8_BB + 2) : z, 1)); \
+                    wb[k] = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(                        \
+                        _mm256_castsi128_si256(H128(blk + 18)), two ? H128(blk + Q8_BB + 18) : z, 1)); \
+                    dv[k] = q8_pair_scales512(blk, two);                                         \
+                }                                                                                \
+                for (int i = 0; i < IB; i++) {                                                   \
+                    const int16_t *x = xq + i * cols + I16_AT(j, 0);                             \
+                    __m512i xa = _mm512_loadu_si512((const void *)x);                            \
+                    __m512i xb = _mm512_loadu_si512((const void *)(x + 32));                     \
+                    for (int k = 0; k < RB; k++)                                                 \
+                        t[k][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DOT(wa[k], xa, wb[k], xb)), \
+                                                  dv[k], t[k][i]);                               \
+                }                                                                                \
+            }                                                                                    \
+            for (int i = 0; i < IB; i++) {                                                       \
+                __m512 dx = _mm512_set1_ps(xd[i * nc + c]);                                      \
+                for (int k = 0; k < RB; k++) acc[k][i] = _mm512_fmadd_ps(t[k][i], dx, acc[k][i]); \
+            }                                                                                    \
+        }                                                                                        \
+        for (int k = 0; k < RB; k++)                                                             \
+            for (int i = 0; i < IB; i++) out[i * out_stride + k] = hsum512(acc[k][i]);           \
+    }                                                                                            \
+    DEFINE_Q8_TILED(NAME, TARGET, int16_t, TR, TM, Q8_TILE_FROM_3)
+
+DEFINE_Q8_0_I16_AVX512_TILE(rows_q8_0_i16_avx512, AVX512_T, I16_DOT_BW, 2, 4)
+DEFINE_Q8_0_I16_AVX512_TILE(rows_q8_0_i16_vnni, AVX512VNNI_T, I16_DOT_VNNI, 2, 4)
 
 static void cpuid(int leaf, int sub, unsigned r[4]) {
 #if defined(_MSC_VER) && !defined(__clang__)
@@ -1522,6 +1797,14 @@ static PyObject *py_set_level(PyObject *self, PyObject *args) {
     return NULL;
 }
 
+static PyObject *py_set_tiled(PyObject *self, PyObject *args) {
+    (void)self;
+    int on;
+    if (!PyArg_ParseTuple(args, "p", &on)) return NULL;
+    q8_tiled = on;
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_avxvnni_encoding(PyObject *self, PyObject *args) {
     (void)self; (void)args;
 #if defined(S2Q_X86)
@@ -1682,6 +1965,9 @@ static PyMethodDef METHODS[] = {
     {"level", py_level, METH_NOARGS, "The instruction set the kernels use now."},
     {"levels", py_levels, METH_NOARGS, "The instruction sets this CPU supports, weakest first."},
     {"set_level", py_set_level, METH_VARARGS, "Use one of levels() (tests; the default is the best)."},
+    {"set_tiled", py_set_tiled, METH_VARARGS,
+     "set_tiled(on): the register-tiled Q8_0 rows (default) or the per-row loops for every m "
+     "(tests and benchmarks: the outputs are the same bit for bit)."},
     {"avxvnni_encoding", py_avxvnni_encoding, METH_NOARGS,
      "How the avxvnni level's VNNI instructions are encoded here: 'vex' (AVX-VNNI), 'evex' "
      "(AVX-512 VNNI + VL), '' where the level is not offered."},

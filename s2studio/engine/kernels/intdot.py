@@ -22,6 +22,10 @@ bounds 3e-3 and 3e-5).
 Rows are independent: an activation row's output is bit-identical whatever the other rows are,
 and however many (each row has its own accumulators and the same operation order), which
 batching requests into one GEMV relies on.
+For several activation rows the Q8_0 kernels work in register tiles (a few weight rows x a few
+activation rows, every accumulator in a register: ~1.4x at the prefill's 16 rows per call) that
+keep each row's operation order, so their outputs are those of the per-row loops bit for bit
+(``set_tiled``).
 
 Which activations, which schedule, and whether this path runs at all are chosen in one place,
 ``backend`` (its ``KernelSettings``); this module is the mechanism.
@@ -199,3 +203,10 @@ def avxvnni_encoding() -> str:
     "evex" (it has AVX-512 VNNI + VL only: the same instructions' 256-bit EVEX form, the same
     integers), "" where the level is not offered."""
     return "" if _qdot is None else _qdot.avxvnni_encoding()
+
+
+def set_tiled(on: bool) -> None:
+    """The register-tiled Q8_0 rows (the default, where a level has them) or, off, the per-row
+    loops for every activation-row count: the same outputs bit for bit, so this is only for the
+    tests that check it and for benchmarks (benchmarks/bench_int_rows.py --compare)."""
+    _qdot.set_tiled(on)

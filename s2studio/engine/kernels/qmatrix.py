@@ -50,6 +50,10 @@ PREFILL_CHUNK_ELEMS = 1 << 22
 # against 19.1 s: the integer kernels cost ~0.08 s per row, the exact path ~1.4 s (dequantizing
 # every matrix) plus ~0.06 s per row, so they cross near 68 rows. Sentences (a book's, the rest
 # of a cloned voice's prompt after its cached prefix) are below; a voice prefix is above.
+# Since the Q8_0 rows run in register tiles (_qdot.c, DEFINE_Q8_TILED) the integer kernels are
+# the faster Q8_0 path at every length measured (up to 600 tokens: docs/performance.md, "Q8_0
+# integer kernels in register tiles"); the limit stays for the K-quants, whose kernels did not
+# change and whose crossover was not measured.
 INT_PREFILL_MAX_ROWS = 64
 
 _scratch_buf = torch.empty(0, dtype=torch.float32)

@@ -172,11 +172,12 @@ class KernelLevel(Mode):
 
 class PrefillPath(Mode):
     """How a quantized matrix multiplies the many rows of a prefill (engine.kernels.qmatrix):
-    int - calls of up to 64 rows (qmatrix.INT_PREFILL_MAX_ROWS: a sentence, the rest of a cloned
-    voice's prompt) on the C integer kernels of the decode steps, 16 rows per call (where they
-    run, with precise activations: int16 for Q8_0, two int8 planes for K-quants; error ~1e-5 of
-    |x||w|; 16 % faster at 48 rows here; every row independent of the others, so prompts that
-    start together share each weight read), longer ones exact; exact - every call's matrix
+    int - on the C integer kernels of the decode steps, 16 rows per call (where they run, with
+    precise activations: int16 for Q8_0, two int8 planes for K-quants; error ~1e-5 of |x||w|;
+    every row independent of the others, so prompts that start together share each weight
+    read): K-quant calls of up to 64 rows (qmatrix.int_prefill_max_rows: a sentence, the rest of a
+    cloned voice's prompt; longer ones exact), Q8_0 calls of any length on AVX-512 (its tiled
+    kernels are faster than exact at every length measured; 64 rows elsewhere); exact - every call's matrix
     dequantized to float32 and multiplied by torch's float32 GEMM (the former path). The
     environment variable S2_PREFILL spells the same."""
 

@@ -18,7 +18,7 @@ from s2studio.engine.kernels.backend import KernelSettings  # noqa: E402
 from s2studio.devtools.quant_blocks import dequantized, random_blocks  # noqa: E402
 from s2studio.engine.model.generate import GenerationParams, generate_codes  # noqa: E402
 from s2studio.engine.model.loader import load_dual_ar  # noqa: E402
-from s2studio.engine.kernels.qmatrix import INT_PREFILL_MAX_ROWS, QuantMatrix  # noqa: E402
+from s2studio.engine.kernels.qmatrix import INT_PREFILL_MAX_ROWS, QuantMatrix, int_prefill_max_rows  # noqa: E402
 from s2studio.engine.trace import teacher_forced_trace  # noqa: E402
 
 GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "data" / "golden"
@@ -64,8 +64,8 @@ def test_q8_0_many_rows_exact_prefill_is_a_float32_gemm():
 @pytest.mark.skipif(not intdot.available(), reason="the C integer kernels are not built here")
 @pytest.mark.parametrize("type_name", ["Q8_0", "Q4_K"])
 def test_many_rows_int_prefill_rows_are_independent_and_precise(type_name):
-    """The default prefill of a short prompt (up to INT_PREFILL_MAX_ROWS rows) on a quantized
-    matrix: the integer kernels, 16 rows a call. Each row
+    """The default prefill of a short prompt (up to INT_PREFILL_MAX_ROWS rows; any length for
+    Q8_0 on AVX-512) on a quantized matrix: the integer kernels, 16 rows a call. Each row
     gets exactly what it gets alone (a prompt split in two calls, or several takes' prompts in
     one, gives every row the same numbers), within the precise activations' bound of the
     exact product (test_intdot.py's INT8X2_REL, relative to |x||w|)."""
@@ -82,10 +82,16 @@ def test_many_rows_int_prefill_rows_are_independent_and_precise(type_name):
     scale = x.double().norm(dim=1)[:, None] * deq.double().norm(dim=1)[None, :]
     assert ((got.double() - want).abs() / scale).max().item() < 3e-5
     long_x = torch.randn(INT_PREFILL_MAX_ROWS + 1, 512, generator=torch.Generator().manual_seed(2))
-    long_got = q.matmul_t(long_x)  # a long prompt: the exact path, faster there
+    long_got = q.matmul_t(long_x)
     with backend.configured(KernelSettings(prefill="exact")):
         assert not q.int_prefill()
-        assert torch.equal(long_got, q.matmul_t(long_x))
+        exact = q.matmul_t(long_x)
+    if int_prefill_max_rows(type_name) is None:  # Q8_0 on AVX-512: its tiles are faster at any length
+        assert q.int_prefill_takes(10_000)
+        assert torch.equal(long_got, q.int_rows(long_x)) and not torch.equal(long_got, exact)
+    else:  # a long prompt: the exact path, faster there
+        assert not q.int_prefill_takes(INT_PREFILL_MAX_ROWS + 1)
+        assert torch.equal(long_got, exact)
     with backend.configured(KernelSettings(int_dot="int8")):  # one coarse plane: never for a prompt
         assert not q.int_prefill()
 
@@ -189,3 +195,18 @@ def test_measure_times_both_paths():
 
     v = qchoice.measure("Q8_0")
     assert v.quantized_ms > 0 and v.float16_ms > 0 and "Q8_0 GEMV" in v.reason
+
+
+@pytest.mark.skipif(not intdot.available(), reason="the C integer kernels are not built here")
+def test_the_q8_0_prefill_limit_follows_the_kernel_level():
+    """Q8_0's tiled AVX-512 rows take prompts of any length; on the other levels (their crossover
+    with the exact path not measured) and for the K-quants the 64-row limit holds."""
+    before = intdot.level()
+    try:
+        for lv in intdot.levels():
+            intdot.set_level(lv)
+            want = None if lv in ("avx512bw", "avx512vnni") else INT_PREFILL_MAX_ROWS
+            assert int_prefill_max_rows("Q8_0") == want, lv
+            assert int_prefill_max_rows("Q4_K") == INT_PREFILL_MAX_ROWS
+    finally:
+        intdot.set_level(before)

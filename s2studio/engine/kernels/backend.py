@@ -197,8 +197,8 @@ def int_dot_ready(type_name: str) -> bool:
 
 
 def int_prefill(type_name: str) -> bool:
-    """Whether a short prefill (more rows than one kernel call takes, up to
-    ``qmatrix.INT_PREFILL_MAX_ROWS``) on ``type_name`` blocks runs on the C integer kernels,
+    """Whether a prefill (more rows than one kernel call takes, up to
+    ``qmatrix.int_prefill_max_rows``) on ``type_name`` blocks runs on the C integer kernels,
     16 rows a call: the setting says so and the decode GEMV goes there
     with precise activations (one int8 plane, ~1 % error, is kept for the decode steps: a prompt
     read that coarsely would move every frame after it)."""

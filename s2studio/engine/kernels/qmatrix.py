@@ -5,10 +5,11 @@ itself (the OS shares them with its page cache), and nothing is dequantized at l
 - decode steps (a few activation rows): the quantized GEMV kernel that ``backend`` chooses: for
   K-quants and Q8_0 the C integer kernel (``intdot``: activations as int8 planes, int16 for
   Q8_0) where it is built and not switched off, else the numba kernel with float32 activations;
-- prefill (many rows): up to ``INT_PREFILL_MAX_ROWS`` rows, where the decode runs on the C
-  integer kernels with precise activations, the same kernels, 16 rows per call
-  (``backend.int_prefill``; rows independent of each other; faster than the exact path for
-  short prompts, slower for long ones); otherwise ``prefill_linear``: the
+- prefill (many rows): where the decode runs on the C integer kernels with precise
+  activations, the same kernels, 16 rows per call (``backend.int_prefill``; rows independent of
+  each other), for calls of up to ``int_prefill_max_rows`` rows (64 for the K-quants, whose
+  kernels are slower than the exact path on long prompts; any length for Q8_0 on AVX-512, whose
+  tiled kernels are faster at every length measured); otherwise ``prefill_linear``: the
   matrix is dequantized to its exact float32 values a chunk of rows at a time and multiplied by
   torch's float32 GEMM (as the float16 path does);
 - embedding lookups: only the requested rows are dequantized.
@@ -50,11 +51,24 @@ PREFILL_CHUNK_ELEMS = 1 << 22
 # against 19.1 s: the integer kernels cost ~0.08 s per row, the exact path ~1.4 s (dequantizing
 # every matrix) plus ~0.06 s per row, so they cross near 68 rows. Sentences (a book's, the rest
 # of a cloned voice's prompt after its cached prefix) are below; a voice prefix is above.
-# Since the Q8_0 rows run in register tiles (_qdot.c, DEFINE_Q8_TILED) the integer kernels are
-# the faster Q8_0 path at every length measured (up to 600 tokens: docs/performance.md, "Q8_0
-# integer kernels in register tiles"); the limit stays for the K-quants, whose kernels did not
-# change and whose crossover was not measured.
+# The K-quants keep this limit (their kernels' crossover was measured no further).
 INT_PREFILL_MAX_ROWS = 64
+
+# Since the Q8_0 rows run in register tiles (_qdot.c, DEFINE_Q8_TILED) the integer kernels are
+# the faster Q8_0 path at every length measured on the AVX-512 levels: per matrix 1.24-1.85x up
+# to 512 rows, a whole 300-token prefill 11.3-11.5 s against 19.7-28.6 s exact, 600 tokens 43.8
+# against 60.5 s (docs/performance.md, "Q8_0 integer kernels in register tiles"). There a Q8_0
+# prefill of any length (a voice prefix too) runs on them; elsewhere (AVX2's 1x4 tiles, ARM, the
+# scalar level: not measured) the K-quants' limit holds.
+Q8_0_ANY_LENGTH_LEVELS = frozenset({"avx512bw", "avx512vnni"})
+
+
+def int_prefill_max_rows(type_name: str) -> int | None:
+    """The most rows a prefill call on ``type_name`` blocks runs on the integer kernels with
+    (where ``backend.int_prefill`` allows them at all); None: any number."""
+    if type_name == "Q8_0" and intdot.level() in Q8_0_ANY_LENGTH_LEVELS:
+        return None
+    return INT_PREFILL_MAX_ROWS
 
 _scratch_buf = torch.empty(0, dtype=torch.float32)
 
@@ -145,7 +159,7 @@ class QuantMatrix:
         x = x.float()
         m = x.shape[0]
         if m > kcommon.MAX_KERNEL_ROWS:
-            if self.int_prefill() and m <= INT_PREFILL_MAX_ROWS:
+            if self.int_prefill_takes(m):
                 return self.int_rows(x)
             return prefill_linear(x, tuple(self.shape), self._fill_rows)
         if self.int_dot and self.shape[0] >= 1:
@@ -161,6 +175,14 @@ class QuantMatrix:
         rows run on the integer kernels (``backend.int_prefill``). Their rows never mix: a row's
         result is the same in any such call, and in a decode call of up to ``MAX_KERNEL_ROWS``."""
         return self.int_dot and backend.int_prefill(self.type_name)
+
+    def int_prefill_takes(self, rows: int) -> bool:
+        """Whether a prefill call of ``rows`` rows runs on the integer kernels (``int_prefill``,
+        within this type's ``int_prefill_max_rows`` here)."""
+        if not self.int_prefill():
+            return False
+        limit = int_prefill_max_rows(self.type_name)
+        return limit is None or rows <= limit
 
     def int_rows(self, x: torch.Tensor) -> torch.Tensor:
         """Any number of rows on the integer kernels, ``MAX_KERNEL_ROWS`` per call: each call

@@ -34,7 +34,7 @@ from s2studio.engine.model.config import TransformerConfig
 from s2studio.engine.kernels import attention as attention_kernel
 from s2studio.engine.kernels import common as kcommon
 from s2studio.engine.kernels import glue as glue_kernel
-from s2studio.engine.kernels.qmatrix import INT_PREFILL_MAX_ROWS, QuantMatrix, prefill_linear
+from s2studio.engine.kernels.qmatrix import QuantMatrix, prefill_linear
 from s2studio.engine.model.weights import LayerWeights, StackWeights, Weight
 
 
@@ -284,7 +284,7 @@ def add_rms_norm(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, eps: float
 # - the quantized GEMV kernels compute every activation row with the same per-row arithmetic
 #   for any m ≤ MAX_KERNEL_ROWS (tests/engine/test_batching.py checks m=1 against m=B), so all
 #   rows go through one call and each weight is read once for the whole batch; where short
-#   prefills run on the same kernels (``QuantMatrix.int_prefill``, up to INT_PREFILL_MAX_ROWS
+#   prefills run on the same kernels (``QuantMatrix.int_prefill_takes``: up to its type's limit of
 #   rows) so do several prompts evaluated together, 16 rows per weight read;
 # - torch's float32 GEMM is not row-independent (MKL takes a GEMV path for one row and a GEMM
 #   path, another summation order, for more), and float16/bfloat16/GPU kernels give no promise
@@ -298,7 +298,7 @@ def linear_grouped(x: torch.Tensor, w: Weight, sizes: list[int]) -> torch.Tensor
     if isinstance(w, QuantMatrix):
         if x.shape[0] <= kcommon.MAX_KERNEL_ROWS and max(sizes) <= kcommon.MAX_KERNEL_ROWS:
             return linear(x, w)
-        if w.int_prefill() and max(sizes) <= INT_PREFILL_MAX_ROWS:
+        if w.int_prefill_takes(max(sizes)):
             # Alone, every group would run on the integer kernels, whose rows never mix.
             return w.int_rows(x.to(w.device).float())
     return torch.cat([linear(part, w) for part in x.split(sizes)])

@@ -5,6 +5,7 @@
     python benchmarks/bench_int_rows.py --compare     # the tiled rows against the per-row ones
     python benchmarks/bench_int_rows.py --threads 1 --cpu-seconds --compare   # steadier when shared
     python benchmarks/bench_int_rows.py --prefill 48,64,128,256 --compare  # against the exact prefill
+    python benchmarks/bench_int_rows.py --cold --m 1,4 --shapes w13,w2,wqkv,wo --modes i16  # x floor
 
 For each shape, activation mode (int16: the precise mode, the prefill's and the default
 decode's; int8: one plane) and m: the best of ``--rounds`` rounds of a few calls, as ms per
@@ -20,6 +21,11 @@ the two cross is what ``qmatrix.INT_PREFILL_MAX_ROWS`` is set from.
 ``--compare``: every m is also run with the register-tiled rows switched off
 (``intdot.set_tiled(False)``: the per-weight-row loops every m ran before them), and the
 outputs of both are checked to be bit-identical.
+
+``--cold``: each call reads another copy of the matrix (``--cold-mb`` 256 of copies in all), so its weights
+come from memory as in a frame and not from the last-level cache, and the default path's time
+is also given over the read floor (the matrix's bytes over the streaming-read bandwidth
+measured at the start of the run, ``bench_engine.memory_bandwidth_gbps``).
 """
 
 from __future__ import annotations
@@ -31,11 +37,13 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import s2studio  # noqa: E402,F401  (first: it sets OMP_WAIT_POLICY before torch starts)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from bench_engine import memory_bandwidth_gbps  # noqa: E402
 from s2studio.devtools.quant_blocks import random_blocks  # noqa: E402
 from s2studio.engine.kernels import common as kcommon  # noqa: E402
 from s2studio.engine.kernels import intdot  # noqa: E402
@@ -55,6 +63,12 @@ def main() -> None:
     ap.add_argument("--shapes", default="w13,w2,wqkv")
     ap.add_argument("--modes", default="i16,i8", help="i16 (planes=2), i8 (planes=1)")
     ap.add_argument("--compare", action="store_true", help="also time the untiled rows (set_tiled(False))")
+    ap.add_argument("--cold", action="store_true",
+                    help="cycle copies of each matrix (together over the last-level cache) so the weights come "
+                         "from memory, and give each call's time over the read floor measured in the same run")
+    ap.add_argument("--cold-mb", type=int, default=256,
+                    help="--cold: MB of copies cycled, together (default: 8x a 32 MB last-level cache)")
+    ap.add_argument("--bandwidth-gb", type=float, default=1.0, help="--cold: size of the bandwidth probe")
     ap.add_argument("--cpu-seconds", action="store_true",
                     help="time in CPU seconds of this process (time.process_time), which other programs on a "
                          "shared machine distort less than wall-clock time; use with --threads 1")
@@ -75,47 +89,61 @@ def main() -> None:
     ms_list = [int(v) for v in args.m.split(",")]
     if any(not 1 <= m <= kcommon.MAX_KERNEL_ROWS for m in ms_list):
         ap.error(f"--m: each between 1 and {kcommon.MAX_KERNEL_ROWS}")
-    tilings = [True, False] if args.compare else [True]
+    # (label, the switch that turns the variant on when called with False): the default path
+    # first; each other variant is timed in the same rounds and checked against it bit for bit.
+    variants = [("default", None)]
+    if args.compare:
+        variants.append(("untiled", intdot.set_tiled))
     clock = time.process_time if args.cpu_seconds else time.perf_counter
-    print(f"level {intdot.level()}, {args.threads} threads, best of {args.rounds} rounds x {args.calls} calls, "
-          f"{'CPU' if args.cpu_seconds else 'wall-clock'} time")
+    bw = memory_bandwidth_gbps(args.bandwidth_gb) * 1e9 if args.cold else None
+    print(f"level {intdot.level()}, {args.threads} threads, best of {args.rounds} rounds x "
+          f"{'one call per copy' if args.cold else f'{args.calls} calls'}, "
+          f"{'CPU' if args.cpu_seconds else 'wall-clock'} time"
+          + (f", weights cold (copies cycled), read bandwidth {bw / 1e9:.1f} GB/s" if bw else ""))
     for name in args.shapes.split(","):
         rows, cols = SHAPES[name]
         raw = random_blocks("Q8_0", rows, cols, rows + cols)
         raw.setflags(write=False)
+        # --cold: enough copies that each call reads its weights from memory, as a frame does
+        # (one matrix is 11-27 MB: a last-level cache of 32 MB would hold it between calls).
+        copies = [raw] + [raw.copy() for _ in range(args.cold_mb * 1_000_000 // raw.nbytes if args.cold else 0)]
+        calls = len(copies) if args.cold else args.calls
         x = np.random.default_rng(0).standard_normal((max(ms_list), cols)).astype(np.float32)
         for mode in args.modes.split(","):
             planes = 2 if mode == "i16" else 1
-            keys = [(m, t) for m in ms_list for t in tilings]
+            keys = [(m, v) for m in ms_list for v, _ in variants]
             best = {k: float("inf") for k in keys}
             outs = {}
             for _ in range(args.rounds):
-                for m, tiled in keys:
-                    intdot.set_tiled(tiled) if hasattr(intdot, "set_tiled") else None
+                for m, label in keys:
+                    for v, switch in variants[1:]:
+                        switch(v != label)
                     out = np.empty((m, rows), np.float32)
                     xm = np.ascontiguousarray(x[:m])
                     intdot.gemv("Q8_0", raw, xm, out, planes)  # warm
                     t0 = clock()
-                    for _c in range(args.calls):
-                        intdot.gemv("Q8_0", raw, xm, out, planes)
-                    best[(m, tiled)] = min(best[(m, tiled)], (clock() - t0) / args.calls)
-                    outs[(m, tiled)] = out
-            if hasattr(intdot, "set_tiled"):
-                intdot.set_tiled(True)
+                    for c in range(calls):
+                        intdot.gemv("Q8_0", copies[c % len(copies)], xm, out, planes)
+                    best[(m, label)] = min(best[(m, label)], (clock() - t0) / calls)
+                    outs[(m, label)] = out
+            for _v, switch in variants[1:]:
+                switch(True)
             print(f"\n{name} {rows}x{cols} Q8_0, {mode} activations")
-            hdr = f"{'m':>3} {'ms':>8} {'GMAC/s':>7} {'x m=1':>6}"
-            if args.compare:
-                hdr += f" {'untiled ms':>10} {'GMAC/s':>7} {'x m=1':>6} {'speedup':>7} same"
+            hdr = f"{'m':>3} {'ms':>8} {'GMAC/s':>7} {'x m=1':>6}" + (f" {'x floor':>7}" if bw else "")
+            for v, _ in variants[1:]:
+                hdr += f" {v + ' ms':>11} {'GMAC/s':>7} {'x m=1':>6} {'speedup':>7} same"
             print(hdr)
-            base = {t: best[(ms_list[0], t)] for t in tilings}
             for m in ms_list:
                 line = ""
-                for t in tilings:
-                    s = best[(m, t)]
-                    line += f" {s * 1e3:8.2f} {rows * cols * m / s / 1e9:7.1f} {s / base[t]:6.2f}"
-                if args.compare:
-                    same = np.array_equal(outs[(m, True)], outs[(m, False)])
-                    line += f" {best[(m, False)] / best[(m, True)]:7.2f} {'yes' if same else 'NO'}"
+                for v, _ in variants:
+                    s = best[(m, v)]
+                    line += f" {s * 1e3:{11 if v != 'default' else 8}.2f} {rows * cols * m / s / 1e9:7.1f}"
+                    line += f" {s / best[(ms_list[0], v)]:6.2f}"
+                    if v == "default" and bw:
+                        line += f" {s / (raw.nbytes / bw):7.2f}"
+                    if v != "default":
+                        same = np.array_equal(outs[(m, "default")], outs[(m, v)])
+                        line += f" {s / best[(m, 'default')]:7.2f} {'yes' if same else 'NO'}"
                 print(f"{m:>3}{line}")
 
 

@@ -149,3 +149,16 @@ def test_bench_glue_compares_both_settings():
     assert [row[0] for row in rows] == ["layer glue (1 rows)", "rms_norm (1x2560)", "qkv split+norm+rope (1 rows)",
                                         "layer glue (2 rows)", "rms_norm (2x2560)", "qkv split+norm+rope (2 rows)"]
     assert all(float(row[1]) > 0 and float(row[2]) > 0 for row in rows)
+
+
+def test_bench_int_rows_cold_gives_x_floor_and_checks_the_untiled_rows():
+    """--cold cycles copies of the matrix and gives the time over the read floor; --compare
+    checks the untiled rows' outputs against the tiled ones in the same rounds."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_int_rows.py"), "--cold", "--cold-mb", "40",
+                        "--bandwidth-gb", "0.05", "--shapes", "wo", "--m", "1,3", "--modes", "i16", "--rounds", "1",
+                        "--compare", "--threads", "1"],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "weights cold (copies cycled), read bandwidth" in r.stdout and "x floor" in r.stdout
+    rows = [line.split() for line in r.stdout.splitlines() if line.split()[:1] in (["1"], ["3"])]
+    assert len(rows) == 2 and all(row[-1] == "yes" for row in rows), r.stdout

@@ -27,6 +27,18 @@ def random_blocks(type_name: str, rows: int, cols: int, seed: int) -> np.ndarray
     return raw.reshape(rows, -1)
 
 
+def extreme_q8_0_blocks(rows: int, cols: int, seed: int) -> np.ndarray:
+    """``random_blocks("Q8_0", ...)`` (rows >= 3) whose first rows hold the codes that stress an
+    integer kernel's sums: row 0 all -128 (|.| = 128, the largest byte an unsigned multiply
+    takes), row 1 all 127, row 2 alternating -128 and 127."""
+    raw = random_blocks("Q8_0", rows, cols, seed).reshape(rows, -1, 34)
+    raw[0, :, 2:] = np.uint8(128)  # int8 -128
+    raw[1, :, 2:] = 127
+    raw[2, :, 2::2] = np.uint8(128)
+    raw[2, :, 3::2] = 127
+    return raw.reshape(rows, -1)
+
+
 def dequantized(type_name: str, raw: np.ndarray, cols: int) -> np.ndarray:
     """The exact float weights of ``raw`` (rows, cols)."""
     return gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[type_name]).reshape(raw.shape[0], cols)

@@ -53,6 +53,15 @@ class Mode(str, Enum):
         return f"Unknown {cls.__name__} '{value}'. Use {cls.listing(' or ')}."
 
 
+class KernelWord(Mode):
+    """A kernel setting whose words are its members' names in any case, spaces around ignored
+    (``S2_PREFILL=" Exact "`` as well as ``exact``): the environment's spellings."""
+
+    @classmethod
+    def _missing_(cls, value):
+        return cls.__members__.get(str(value).strip().upper())
+
+
 class CudaGraphs(Mode):
     """Decode steps of a take run alone (engine.model.static_step):
     off - the dynamic path (what auto means unless the whole model is on one CUDA GPU);
@@ -170,7 +179,7 @@ class KernelLevel(Mode):
         return f"Unknown kernel level '{value}'. Use {cls.listing(' or ')}."
 
 
-class PrefillPath(Mode):
+class PrefillPath(KernelWord):
     """How a quantized matrix multiplies the many rows of a prefill (engine.kernels.qmatrix):
     int - on the C integer kernels of the decode steps, 16 rows per call (where they run, with
     precise activations: int16 for Q8_0, two int8 planes for K-quants; error ~1e-5 of |x||w|;
@@ -185,15 +194,11 @@ class PrefillPath(Mode):
     EXACT = "exact"
 
     @classmethod
-    def _missing_(cls, value):
-        return cls.__members__.get(str(value).strip().upper())
-
-    @classmethod
     def unknown_message(cls, value) -> str:
         return f"Unknown prefill path '{value}'. Use {cls.listing(' or ')}."
 
 
-class AttentionKernel(Mode):
+class AttentionKernel(KernelWord):
     """Decode attention on the CPU (one query row: engine.kernels.attention): c - one C call per
     layer for every head of every request of the step (the default where the C kernels are
     built); torch - torch's ops, as prefill, GPUs and shapes the C kernel does not take use.
@@ -203,15 +208,11 @@ class AttentionKernel(Mode):
     TORCH = "torch"
 
     @classmethod
-    def _missing_(cls, value):
-        return cls.__members__.get(str(value).strip().upper())
-
-    @classmethod
     def unknown_message(cls, value) -> str:
         return f"Unknown attention kernel '{value}'. Use {cls.listing(' or ')}."
 
 
-class GlueKernel(Mode):
+class GlueKernel(KernelWord):
     """A layer's small float32 ops on the CPU (RMSNorm, the QKV split with QK-norm and RoPE, the
     residual add before the FFN's norm: engine.kernels.glue): c - one C call each, the same
     float32 operations as torch's (bit-identical but for RMSNorm's square root, IEEE's where
@@ -223,24 +224,16 @@ class GlueKernel(Mode):
     TORCH = "torch"
 
     @classmethod
-    def _missing_(cls, value):
-        return cls.__members__.get(str(value).strip().upper())
-
-    @classmethod
     def unknown_message(cls, value) -> str:
         return f"Unknown glue kernel '{value}'. Use {cls.listing(' or ')}."
 
 
-class GemvSchedule(Mode):
+class GemvSchedule(KernelWord):
     """How the integer GEMV's rows are shared among threads: dynamic - threads claim small
     tasks, so one the OS deschedules does not hold the others up; static - equal shares."""
 
     DYNAMIC = "dynamic"
     STATIC = "static"
-
-    @classmethod
-    def _missing_(cls, value):
-        return cls.__members__.get(str(value).strip().upper())
 
     @classmethod
     def unknown_message(cls, value) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from s2studio.engine.kernels import attention, backend, intdot
+from s2studio.engine.kernels import attention, backend
 from s2studio.engine.kernels import common as kcommon
 from s2studio.engine.kernels.backend import KernelSettings
 from s2studio.engine.model import transformer
@@ -37,13 +37,6 @@ TOL_ULPS = 2
 SHAPES = [(32, 8, 128), (4, 2, 16), (8, 2, 40), (6, 3, 12), (4, 4, 24), (2, 1, 5)]
 POSITIONS = [1, 2, 5, 17, 70, 601]
 
-
-@pytest.fixture(params=intdot.levels())
-def level(request):
-    before = intdot.level()
-    intdot.set_level(request.param)
-    yield request.param
-    intdot.set_level(before)
 
 
 def make_case(h, hkv, hd, pos0, dtype, seed=0, capacity=None, q_scale=1.0):

@@ -29,7 +29,7 @@ pytest.importorskip("numba")
 
 from s2studio.engine.kernels import backend, intdot  # noqa: E402
 from s2studio.engine.kernels.backend import KernelSettings  # noqa: E402
-from s2studio.devtools.quant_blocks import dequantized as reference, random_blocks  # noqa: E402
+from s2studio.devtools.quant_blocks import dequantized as reference, extreme_q8_0_blocks, random_blocks  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not intdot.available(), reason=f"integer kernels not here: {intdot.describe()}")
@@ -40,13 +40,6 @@ INT8_REL = 3e-3
 INT8X2_REL = 3e-5
 SHAPES = [(37, 512), (64, 1024), (1, 256), (33, 768)]  # rows not multiples of the 32-row tasks
 
-
-@pytest.fixture(params=intdot.levels())
-def level(request):
-    before = intdot.level()
-    intdot.set_level(request.param)
-    yield request.param
-    intdot.set_level(before)
 
 
 def check(qtype, raw, x, planes, bound):
@@ -89,12 +82,7 @@ def test_q8_0_extreme_codes():
     """-128 (whose |.| is 128, the largest byte vpmaddubsw takes unsigned) and 127 in every
     position, against the largest activations: no int16 saturation, exact integer sums."""
     rows, cols = 4, 256
-    raw = random_blocks("Q8_0", rows, cols, 0).reshape(rows, -1, 34)
-    raw[0, :, 2:] = np.uint8(128)  # int8 -128
-    raw[1, :, 2:] = 127
-    raw[2, :, 2::2] = np.uint8(128)
-    raw[2, :, 3::2] = 127
-    raw = raw.reshape(rows, -1)
+    raw = extreme_q8_0_blocks(rows, cols, 0)
     x = np.ones((2, cols), np.float32)
     x[1, 1::2] = -1.0
     for lv in intdot.levels():

@@ -17,7 +17,7 @@ import torch
 
 pytest.importorskip("numba")
 
-from s2studio.devtools.quant_blocks import random_blocks  # noqa: E402
+from s2studio.devtools.quant_blocks import extreme_q8_0_blocks, random_blocks  # noqa: E402
 from s2studio.engine.kernels import intdot  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
 
@@ -28,13 +28,6 @@ pytestmark = pytest.mark.skipif(not intdot.available(), reason=f"integer kernels
 # (tiny models: zero-padded activations, AVX-512's last block pair half empty).
 SHAPES = [(37, 2560), (1, 512), (6, 800), (9, 288), (33, 96)]
 
-
-@pytest.fixture(params=intdot.levels())
-def level(request):
-    before = intdot.level()
-    intdot.set_level(request.param)
-    yield request.param
-    intdot.set_level(before)
 
 
 @pytest.fixture
@@ -79,12 +72,7 @@ def test_extreme_codes_in_a_tile(level, tiled, planes):
     in tiles of every height: the tiles' integer sums are exact (no saturation) like the
     per-row loops'."""
     rows, cols = 5, 512
-    raw = random_blocks("Q8_0", rows, cols, 1).reshape(rows, -1, 34)
-    raw[0, :, 2:] = np.uint8(128)  # int8 -128
-    raw[1, :, 2:] = 127
-    raw[2, :, 2::2] = np.uint8(128)
-    raw[2, :, 3::2] = 127
-    raw = raw.reshape(rows, -1)
+    raw = extreme_q8_0_blocks(rows, cols, 1)
     x = np.ones((16, cols), np.float32)
     x[1::2, 1::2] = -1.0
     for m in (3, 5, 7, 16):

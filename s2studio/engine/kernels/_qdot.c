@@ -789,6 +789,49 @@ DEFINE_AVX2_ROWS(rows_q2_k_vnni256, y_q2_k, 84, VNNI256_T, MADD_ADD_VNNI256)
 #define Q8_TILE_FROM_3(m) ((m) >= 3)
 #define Q8_TILE_NOT_A_COPY(m) ((m) != 1 && (m) != 2 && (m) != 4 && (m) != 8)
 
+/* One tile function (NAME##_tile: TR x TM at most; RB x IB of them this call), shared by the
+ * levels: VW the vector width (256 or 512), STEP the blocks per step (1, or 2: a block pair in a
+ * 512-bit register). Per step, for each of the RB weight rows, WPREP(k, blk, two) prepares its
+ * block(s) into the arrays WDECL(TR) declares (blk: the row's block, two: a second block
+ * follows in the chunk); then XDOT(i, DOT) adds activation row i's products with every
+ * prepared row into t[k][i]. The skeleton around them (the accumulators, the chunk loop with
+ * its activation scale, the prefetch of the next tile's rows, the horizontal sums) is the per-row
+ * loops' order, which is what keeps the outputs bit-identical to them. */
+#define DEFINE_Q8_TILE_FN(NAME, TARGET, XT, VW, STEP, DOT, TR, TM, WDECL, WPREP, XDOT)                   \
+    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_tile(const uint8_t *row0, int64_t row_bytes, const XT *xq, \
+                                                   const float *xd, int64_t cols, const int RB, const int IB, \
+                                                   int prefetch, float *out, int64_t out_stride) {   \
+        int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                              \
+        __m##VW acc[TR][TM], t[TR][TM];                                                              \
+        for (int k = 0; k < RB; k++)                                                                 \
+            for (int i = 0; i < IB; i++) acc[k][i] = _mm##VW##_setzero_ps();                         \
+        for (int64_t c = 0; c < nc; c++) {                                                           \
+            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;                  \
+            for (int k = 0; k < RB; k++)                                                             \
+                for (int i = 0; i < IB; i++) t[k][i] = _mm##VW##_setzero_ps();                       \
+            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j += STEP) {                                  \
+                int two = j + 1 < j1;                                                                \
+                (void)two;                                                                           \
+                WDECL(TR)                                                                            \
+                for (int k = 0; k < RB; k++) {                                                       \
+                    const uint8_t *blk = row0 + k * row_bytes + j * Q8_BB;                           \
+                    /* the next tile's rows, once per tile (the first activation group) */          \
+                    if (prefetch) _mm_prefetch((const char *)(blk + RB * row_bytes), _MM_HINT_T0);   \
+                    WPREP(k, blk, two)                                                               \
+                }                                                                                    \
+                for (int i = 0; i < IB; i++) {                                                       \
+                    XDOT(i, DOT)                                                                     \
+                }                                                                                    \
+            }                                                                                        \
+            for (int i = 0; i < IB; i++) {                                                           \
+                __m##VW dx = _mm##VW##_set1_ps(xd[i * nc + c]);                                      \
+                for (int k = 0; k < RB; k++) acc[k][i] = _mm##VW##_fmadd_ps(t[k][i], dx, acc[k][i]); \
+            }                                                                                        \
+        }                                                                                            \
+        for (int k = 0; k < RB; k++)                                                                 \
+            for (int i = 0; i < IB; i++) out[i * out_stride + k] = hsum##VW(acc[k][i]);              \
+    }
+
 /* NAME: the row function over rows [r0, r1): tiles of TR x TM, then a tile of the m % TM
  * activation rows left (of their own constant height), the rows left over (fewer than TR) by
  * the per-row loops. XT: the activations' integer type; WHEN(m): whether m rows take tiles. */
@@ -883,44 +926,19 @@ DEFINE_Q8_0_AVX2_ROWS(rows_q8_0_vnni256_1, VNNI256_T, Q8_DOT_VNNI256)
 /* Q8_0 x int8 on AVX2 and the avxvnni level, tiled (DEFINE_Q8_TILED): per block and weight row
  * w, |w| and the scale; per activation row one load, its signs fixed per weight row. TR x TM:
  * Q8_AVX2_TILE (AVX2 has 16 vector registers). */
+#define Q8_AVX2_WDECL(TR) __m256i w[TR], aw[TR]; __m256 dv[TR];
+#define Q8_AVX2_WPREP(k, blk, two)                                                                   \
+    dv[k] = _mm256_set1_ps(F16(blk));                                                                \
+    w[k] = V(blk + 2);                                                                               \
+    aw[k] = _mm256_abs_epi8(w[k]);
+#define Q8_AVX2_XDOT(i, DOT)                                                                         \
+    __m256i xv = V(xq + i * cols + j * 32);                                                          \
+    for (int k = 0; k < RB; k++) {                                                                   \
+        __m256i p = DOT(aw[k], _mm256_sign_epi8(xv, w[k]));                                          \
+        t[k][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dv[k], t[k][i]);                            \
+    }
 #define DEFINE_Q8_0_AVX2_TILE(NAME, TARGET, DOT, TR, TM)                                             \
-    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_tile(const uint8_t *row0, int64_t row_bytes, const int8_t *xq, \
-                                                   const float *xd, int64_t cols, const int RB, const int IB, \
-                                                   int prefetch, float *out, int64_t out_stride) {   \
-        int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                              \
-        __m256 acc[TR][TM], t[TR][TM];                                                               \
-        for (int k = 0; k < RB; k++)                                                                 \
-            for (int i = 0; i < IB; i++) acc[k][i] = _mm256_setzero_ps();                            \
-        for (int64_t c = 0; c < nc; c++) {                                                           \
-            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;                  \
-            for (int k = 0; k < RB; k++)                                                             \
-                for (int i = 0; i < IB; i++) t[k][i] = _mm256_setzero_ps();                          \
-            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {                                        \
-                __m256i w[TR], aw[TR];                                                               \
-                __m256 dv[TR];                                                                       \
-                for (int k = 0; k < RB; k++) {                                                       \
-                    const uint8_t *blk = row0 + k * row_bytes + j * Q8_BB;                           \
-                    if (prefetch) _mm_prefetch((const char *)(blk + RB * row_bytes), _MM_HINT_T0);   \
-                    dv[k] = _mm256_set1_ps(F16(blk));                                                \
-                    w[k] = V(blk + 2);                                                               \
-                    aw[k] = _mm256_abs_epi8(w[k]);                                                   \
-                }                                                                                    \
-                for (int i = 0; i < IB; i++) {                                                       \
-                    __m256i xv = V(xq + i * cols + j * 32);                                          \
-                    for (int k = 0; k < RB; k++) {                                                   \
-                        __m256i p = DOT(aw[k], _mm256_sign_epi8(xv, w[k]));                          \
-                        t[k][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dv[k], t[k][i]);            \
-                    }                                                                                \
-                }                                                                                    \
-            }                                                                                        \
-            for (int i = 0; i < IB; i++) {                                                           \
-                __m256 dx = _mm256_set1_ps(xd[i * nc + c]);                                          \
-                for (int k = 0; k < RB; k++) acc[k][i] = _mm256_fmadd_ps(t[k][i], dx, acc[k][i]);    \
-            }                                                                                        \
-        }                                                                                            \
-        for (int k = 0; k < RB; k++)                                                                 \
-            for (int i = 0; i < IB; i++) out[i * out_stride + k] = hsum256(acc[k][i]);               \
-    }                                                                                                \
+    DEFINE_Q8_TILE_FN(NAME, TARGET, int8_t, 256, 1, DOT, TR, TM, Q8_AVX2_WDECL, Q8_AVX2_WPREP, Q8_AVX2_XDOT) \
     DEFINE_Q8_TILED(NAME, TARGET, int8_t, TR, TM, Q8_TILE_NOT_A_COPY)
 
 #ifndef Q8_AVX2_TILE_R
@@ -985,43 +1003,19 @@ DEFINE_Q8_0_I16_AVX2_ROWS(rows_q8_0_i16_vnni256_1, VNNI256_T, I16_DOT_VNNI256)
 
 /* Q8_0 x int16 on AVX2 and the avxvnni level, tiled (DEFINE_Q8_TILED): per block and weight row
  * the two widened halves and the scale; per activation row its two vectors, loaded once. */
+#define Q8_I16_AVX2_WDECL(TR) __m256i w0[TR], w1[TR]; __m256 dv[TR];
+#define Q8_I16_AVX2_WPREP(k, blk, two)                                                               \
+    dv[k] = _mm256_set1_ps(F16(blk));                                                                \
+    w0[k] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));                       \
+    w1[k] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));
+#define Q8_I16_AVX2_XDOT(i, DOT)                                                                     \
+    const int16_t *x = xq + i * cols + I16_AT(j, 0);                                                 \
+    __m256i x0 = V(x), x1 = V(x + 32);                                                               \
+    for (int k = 0; k < RB; k++)                                                                     \
+        t[k][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT(w0[k], x0, w1[k], x1)), dv[k], t[k][i]);
 #define DEFINE_Q8_0_I16_AVX2_TILE(NAME, TARGET, DOT, TR, TM)                                         \
-    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_tile(const uint8_t *row0, int64_t row_bytes, const int16_t *xq, \
-                                                   const float *xd, int64_t cols, const int RB, const int IB, \
-                                                   int prefetch, float *out, int64_t out_stride) {   \
-        int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                              \
-        __m256 acc[TR][TM], t[TR][TM];                                                               \
-        for (int k = 0; k < RB; k++)                                                                 \
-            for (int i = 0; i < IB; i++) acc[k][i] = _mm256_setzero_ps();                            \
-        for (int64_t c = 0; c < nc; c++) {                                                           \
-            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;                  \
-            for (int k = 0; k < RB; k++)                                                             \
-                for (int i = 0; i < IB; i++) t[k][i] = _mm256_setzero_ps();                          \
-            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j++) {                                        \
-                __m256i w0[TR], w1[TR];                                                              \
-                __m256 dv[TR];                                                                       \
-                for (int k = 0; k < RB; k++) {                                                       \
-                    const uint8_t *blk = row0 + k * row_bytes + j * Q8_BB;                           \
-                    if (prefetch) _mm_prefetch((const char *)(blk + RB * row_bytes), _MM_HINT_T0);   \
-                    dv[k] = _mm256_set1_ps(F16(blk));                                                \
-                    w0[k] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 2)));       \
-                    w1[k] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18)));      \
-                }                                                                                    \
-                for (int i = 0; i < IB; i++) {                                                       \
-                    const int16_t *x = xq + i * cols + I16_AT(j, 0);                                 \
-                    __m256i x0 = V(x), x1 = V(x + 32);                                               \
-                    for (int k = 0; k < RB; k++)                                                     \
-                        t[k][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT(w0[k], x0, w1[k], x1)), dv[k], t[k][i]); \
-                }                                                                                    \
-            }                                                                                        \
-            for (int i = 0; i < IB; i++) {                                                           \
-                __m256 dx = _mm256_set1_ps(xd[i * nc + c]);                                          \
-                for (int k = 0; k < RB; k++) acc[k][i] = _mm256_fmadd_ps(t[k][i], dx, acc[k][i]);    \
-            }                                                                                        \
-        }                                                                                            \
-        for (int k = 0; k < RB; k++)                                                                 \
-            for (int i = 0; i < IB; i++) out[i * out_stride + k] = hsum256(acc[k][i]);               \
-    }                                                                                                \
+    DEFINE_Q8_TILE_FN(NAME, TARGET, int16_t, 256, 1, DOT, TR, TM, Q8_I16_AVX2_WDECL, Q8_I16_AVX2_WPREP, \
+                      Q8_I16_AVX2_XDOT)                                                              \
     DEFINE_Q8_TILED(NAME, TARGET, int16_t, TR, TM, Q8_TILE_NOT_A_COPY)
 
 DEFINE_Q8_0_I16_AVX2_TILE(rows_q8_0_i16_avx2, AVX2_T, I16_DOT_AVX2, Q8_AVX2_TILE_R, Q8_AVX2_TILE_M)
@@ -1181,49 +1175,21 @@ DEFINE_Q8_0_AVX512_ROWS(rows_q8_0_vnni_1, AVX512VNNI_T, Q8_DOT_VNNI)
 
 /* Q8_0 x int8 on AVX-512, tiled (DEFINE_Q8_TILED): per block pair and weight row |w|, the mask
  * of w's signs and the scales; per activation row one load, negated per weight row. */
+#define Q8_512_WDECL(TR) __m512i aw[TR]; __mmask64 neg[TR]; __m512 dv[TR];
+#define Q8_512_WPREP(k, blk, two)                                                                    \
+    __m256i w1 = two ? V(blk + Q8_BB + 2) : _mm256_setzero_si256();                                  \
+    __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(V(blk + 2)), w1, 1);                       \
+    aw[k] = _mm512_abs_epi8(w);                                                                      \
+    neg[k] = _mm512_movepi8_mask(w);                                                                 \
+    dv[k] = q8_pair_scales512(blk, two);
+#define Q8_512_XDOT(i, DOT)                                                                          \
+    __m512i xv = _mm512_loadu_si512((const void *)(xq + i * cols + j * 32));                         \
+    for (int k = 0; k < RB; k++) {                                                                   \
+        __m512i sx = _mm512_mask_sub_epi8(xv, neg[k], _mm512_setzero_si512(), xv);                   \
+        t[k][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DOT(aw[k], sx)), dv[k], t[k][i]);               \
+    }
 #define DEFINE_Q8_0_AVX512_TILE(NAME, TARGET, DOT, TR, TM)                                           \
-    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_tile(const uint8_t *row0, int64_t row_bytes, const int8_t *xq, \
-                                                   const float *xd, int64_t cols, const int RB, const int IB, \
-                                                   int prefetch, float *out, int64_t out_stride) {   \
-        int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                              \
-        const __m512i zero = _mm512_setzero_si512();                                                 \
-        __m512 acc[TR][TM], t[TR][TM];                                                               \
-        for (int k = 0; k < RB; k++)                                                                 \
-            for (int i = 0; i < IB; i++) acc[k][i] = _mm512_setzero_ps();                            \
-        for (int64_t c = 0; c < nc; c++) {                                                           \
-            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;                  \
-            for (int k = 0; k < RB; k++)                                                             \
-                for (int i = 0; i < IB; i++) t[k][i] = _mm512_setzero_ps();                          \
-            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j += 2) {                                     \
-                int two = j + 1 < j1;                                                                \
-                __m512i aw[TR];                                                                      \
-                __mmask64 neg[TR];                                                                   \
-                __m512 dv[TR];                                                                       \
-                for (int k = 0; k < RB; k++) {                                                       \
-                    const uint8_t *blk = row0 + k * row_bytes + j * Q8_BB;                           \
-                    if (prefetch) _mm_prefetch((const char *)(blk + RB * row_bytes), _MM_HINT_T0);   \
-                    __m256i w1 = two ? V(blk + Q8_BB + 2) : _mm256_setzero_si256();                  \
-                    __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(V(blk + 2)), w1, 1);       \
-                    aw[k] = _mm512_abs_epi8(w);                                                      \
-                    neg[k] = _mm512_movepi8_mask(w);                                                 \
-                    dv[k] = q8_pair_scales512(blk, two);                                             \
-                }                                                                                    \
-                for (int i = 0; i < IB; i++) {                                                       \
-                    __m512i xv = _mm512_loadu_si512((const void *)(xq + i * cols + j * 32));         \
-                    for (int k = 0; k < RB; k++) {                                                   \
-                        __m512i sx = _mm512_mask_sub_epi8(xv, neg[k], zero, xv);                     \
-                        t[k][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DOT(aw[k], sx)), dv[k], t[k][i]); \
-                    }                                                                                \
-                }                                                                                    \
-            }                                                                                        \
-            for (int i = 0; i < IB; i++) {                                                           \
-                __m512 dx = _mm512_set1_ps(xd[i * nc + c]);                                          \
-                for (int k = 0; k < RB; k++) acc[k][i] = _mm512_fmadd_ps(t[k][i], dx, acc[k][i]);    \
-            }                                                                                        \
-        }                                                                                            \
-        for (int k = 0; k < RB; k++)                                                                 \
-            for (int i = 0; i < IB; i++) out[i * out_stride + k] = hsum512(acc[k][i]);               \
-    }                                                                                                \
+    DEFINE_Q8_TILE_FN(NAME, TARGET, int8_t, 512, 2, DOT, TR, TM, Q8_512_WDECL, Q8_512_WPREP, Q8_512_XDOT) \
     DEFINE_Q8_TILED(NAME, TARGET, int8_t, TR, TM, Q8_TILE_NOT_A_COPY)
 
 #ifndef Q8_512_TILE_R
@@ -1294,51 +1260,22 @@ DEFINE_Q8_0_I16_AVX512_ROWS(rows_q8_0_i16_vnni_1, AVX512VNNI_T, I16_DOT_VNNI)
 /* Q8_0 x int16 on AVX-512, tiled (DEFINE_Q8_TILED): per block pair and weight row the widened
  * weights and scales as in the per-row loops; per activation row its two vectors, loaded once
  * for the tile's TR weight rows. 2 x 4: 8 + 8 accumulators, 2 x 3 operand registers. */
-#define DEFINE_Q8_0_I16_AVX512_TILE(NAME, TARGET, DOT, TR, TM)                                            \
-    S2Q_TARGET(TARGET) S2Q_INLINE void NAME##_tile(const uint8_t *row0, int64_t row_bytes,       \
-                                                   const int16_t *xq, const float *xd, int64_t cols, \
-                                                   const int RB, const int IB, int prefetch,      \
-                                                   float *out, int64_t out_stride) {              \
-        int64_t nb = row_bytes / Q8_BB, nc = cols / QK;                                          \
-        __m512 acc[TR][TM], t[TR][TM];                                           \
-        for (int k = 0; k < RB; k++)                                                             \
-            for (int i = 0; i < IB; i++) acc[k][i] = _mm512_setzero_ps();                        \
-        for (int64_t c = 0; c < nc; c++) {                                                       \
-            int64_t j1 = nb < (c + 1) * Q8_PER_CHUNK ? nb : (c + 1) * Q8_PER_CHUNK;              \
-            for (int k = 0; k < RB; k++)                                                         \
-                for (int i = 0; i < IB; i++) t[k][i] = _mm512_setzero_ps();                      \
-            for (int64_t j = c * Q8_PER_CHUNK; j < j1; j += 2) {                                 \
-                int two = j + 1 < j1;                                                            \
-                __m128i z = _mm_setzero_si128();                                                 \
-                __m512i wa[TR], wb[TR];                                            \
-                __m512 dv[TR];                                                            \
-                for (int k = 0; k < RB; k++) {                                                   \
-                    const uint8_t *blk = row0 + k * row_bytes + j * Q8_BB;                       \
-                    /* the next tile's rows, once per tile (the first activation group) */      \
-                    if (prefetch) _mm_prefetch((const char *)(blk + RB * row_bytes), _MM_HINT_T0); \
-                    wa[k] = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(                        \
-                        _mm256_castsi128_si256(H128(blk + 2)), two ? H128(blk + Q8_BB + 2) : z, 1)); \
-                    wb[k] = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(                        \
-                        _mm256_castsi128_si256(H128(blk + 18)), two ? H128(blk + Q8_BB + 18) : z, 1)); \
-                    dv[k] = q8_pair_scales512(blk, two);                                         \
-                }                                                                                \
-                for (int i = 0; i < IB; i++) {                                                   \
-                    const int16_t *x = xq + i * cols + I16_AT(j, 0);                             \
-                    __m512i xa = _mm512_loadu_si512((const void *)x);                            \
-                    __m512i xb = _mm512_loadu_si512((const void *)(x + 32));                     \
-                    for (int k = 0; k < RB; k++)                                                 \
-                        t[k][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DOT(wa[k], xa, wb[k], xb)), \
-                                                  dv[k], t[k][i]);                               \
-                }                                                                                \
-            }                                                                                    \
-            for (int i = 0; i < IB; i++) {                                                       \
-                __m512 dx = _mm512_set1_ps(xd[i * nc + c]);                                      \
-                for (int k = 0; k < RB; k++) acc[k][i] = _mm512_fmadd_ps(t[k][i], dx, acc[k][i]); \
-            }                                                                                    \
-        }                                                                                        \
-        for (int k = 0; k < RB; k++)                                                             \
-            for (int i = 0; i < IB; i++) out[i * out_stride + k] = hsum512(acc[k][i]);           \
-    }                                                                                            \
+#define Q8_I16_512_WDECL(TR) __m512i wa[TR], wb[TR]; __m512 dv[TR];
+#define Q8_I16_512_WPREP(k, blk, two)                                                                \
+    wa[k] = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(                                            \
+        _mm256_castsi128_si256(H128(blk + 2)), two ? H128(blk + Q8_BB + 2) : _mm_setzero_si128(), 1)); \
+    wb[k] = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(                                            \
+        _mm256_castsi128_si256(H128(blk + 18)), two ? H128(blk + Q8_BB + 18) : _mm_setzero_si128(), 1)); \
+    dv[k] = q8_pair_scales512(blk, two);
+#define Q8_I16_512_XDOT(i, DOT)                                                                      \
+    const int16_t *x = xq + i * cols + I16_AT(j, 0);                                                 \
+    __m512i xa = _mm512_loadu_si512((const void *)x);                                                \
+    __m512i xb = _mm512_loadu_si512((const void *)(x + 32));                                         \
+    for (int k = 0; k < RB; k++)                                                                     \
+        t[k][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(DOT(wa[k], xa, wb[k], xb)), dv[k], t[k][i]);
+#define DEFINE_Q8_0_I16_AVX512_TILE(NAME, TARGET, DOT, TR, TM)                                       \
+    DEFINE_Q8_TILE_FN(NAME, TARGET, int16_t, 512, 2, DOT, TR, TM, Q8_I16_512_WDECL, Q8_I16_512_WPREP, \
+                      Q8_I16_512_XDOT)                                                               \
     DEFINE_Q8_TILED(NAME, TARGET, int16_t, TR, TM, Q8_TILE_FROM_3)
 
 DEFINE_Q8_0_I16_AVX512_TILE(rows_q8_0_i16_avx512, AVX512_T, I16_DOT_BW, 2, 4)
@@ -1763,10 +1700,11 @@ void s2q_gemv_tasks(int64_t type, int64_t raw, int64_t row_bytes, int64_t rows, 
 
 /* Decode attention (transformer.attend's one-row case): its own file, built as part of this one. */
 #include "_attend.c"
-/* RMSNorm, the QKV split with QK-norm and RoPE (transformer.py's small ops): its own file too. */
-#include "_glue.c"
 
 #ifndef S2Q_NO_PYTHON
+/* RMSNorm, the QKV split with QK-norm and RoPE (transformer.py's small ops): its own file too,
+ * only for the module (the standalone ARM check has no use for it). */
+#include "_glue.c"
 /* ---- Python module: introspection and addresses only; the work is called from numba ---- */
 
 static PyObject *py_level(PyObject *self, PyObject *args) {

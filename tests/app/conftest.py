@@ -209,6 +209,15 @@ def clone_dir() -> pathlib.Path:
     return CLONE_DIR
 
 
+def _reject_visible_dialogs() -> None:
+    """Reject every visible dialog (each returns from its own event loop)."""
+    from PySide6.QtWidgets import QApplication, QDialog
+
+    for w in QApplication.topLevelWidgets():
+        if isinstance(w, QDialog) and w.isVisible():
+            w.reject()
+
+
 @contextlib.contextmanager
 def answer_modal(kind, respond, *, give_up_s: float = 20.0):
     """Answer the first modal dialog of type ``kind`` opened inside the ``with`` block, as a
@@ -226,7 +235,7 @@ def answer_modal(kind, respond, *, give_up_s: float = 20.0):
     the action returns: the test then fails instead of hanging the run. ``answered``: the
     dialogs answered (0 or 1)."""
     from PySide6.QtCore import QTimer
-    from PySide6.QtWidgets import QApplication, QDialog
+    from PySide6.QtWidgets import QApplication
 
     for w in QApplication.topLevelWidgets():
         if isinstance(w, kind):
@@ -245,9 +254,7 @@ def answer_modal(kind, respond, *, give_up_s: float = 20.0):
                 answered.append(fresh[0])
                 respond(fresh[0])
         if time.monotonic() >= deadline:  # gave up: close whatever is modal so the action returns
-            for w in QApplication.topLevelWidgets():
-                if isinstance(w, QDialog) and w.isVisible():
-                    w.reject()
+            _reject_visible_dialogs()
         QTimer.singleShot(20, poll)
 
     QTimer.singleShot(0, poll)
@@ -294,7 +301,5 @@ def no_dialog_left_open(request):
     watchdog.start()
     yield
     watchdog.stop()
-    for w in QApplication.topLevelWidgets():
-        if isinstance(w, QDialog) and w.isVisible():
-            w.reject()
+    _reject_visible_dialogs()
     assert not unanswered, f"a modal dialog was left unanswered for {UNANSWERED_MODAL_S:.0f} s: {unanswered}"

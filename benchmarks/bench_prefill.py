@@ -11,15 +11,17 @@ round is kept:
 - ``int untiled``: the same kernels with the tiles off (``intdot.set_tiled(False)``, the
   per-row loops they replaced; the same numbers bit for bit);
 - ``exact``: dequantize-then-GEMM (``qmatrix.prefill_linear``).
-Prompts longer than ``qmatrix.INT_PREFILL_MAX_ROWS`` normally take the exact path; for this
-measurement the limit is lifted for the ``int`` paths and set to 0 for ``exact`` (calls of at
-most ``MAX_KERNEL_ROWS`` rows take the integer kernels whatever the limit: the same in all
-three). The model's weights must be Q8_0 or K-quants kept quantized (CPU).
+Prompts longer than ``qmatrix.int_prefill_max_rows`` normally take the exact path; for this
+measurement the ``int`` paths lift ``INT_PREFILL_MAX_ROWS`` (Q8_0 on AVX-512 has no limit
+anyway) and ``exact`` runs with ``KernelSettings(prefill="exact")`` (calls of at most
+``MAX_KERNEL_ROWS`` rows take the integer kernels on every path: the same in all three). The
+model's weights must be Q8_0 or K-quants kept quantized (CPU).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import pathlib
 import sys
 
@@ -30,25 +32,28 @@ import s2studio  # noqa: E402,F401  (first: it sets OMP_WAIT_POLICY before torch
 import numpy as np  # noqa: E402
 
 from benchmarks.bench_engine import make_prompt  # noqa: E402
-from s2studio.engine.kernels import intdot, qmatrix  # noqa: E402
+from s2studio.engine.kernels import backend, intdot, qmatrix  # noqa: E402
 from s2studio.engine.model.generate import GenerationParams, GenerationStats, generate_frames  # noqa: E402
 from s2studio.engine.model.loader import load_dual_ar  # noqa: E402
+from s2studio.engine.modes import PrefillPath  # noqa: E402
 from s2studio.engine.threads import set_threads  # noqa: E402
 
-PATHS = {"int": (True, 1 << 30), "int untiled": (False, 1 << 30), "exact": (True, 0)}  # (tiled, max rows)
+PATHS = {"int": (True, PrefillPath.INT), "int untiled": (False, PrefillPath.INT),
+         "exact": (True, PrefillPath.EXACT)}  # (tiled, prefill path)
 
 
-def prefill_s(model, n_tokens: int, tiled: bool, max_rows: int) -> float:
+def prefill_s(model, n_tokens: int, tiled: bool, path: PrefillPath) -> float:
     intdot.set_tiled(tiled)
     saved = qmatrix.INT_PREFILL_MAX_ROWS
-    qmatrix.INT_PREFILL_MAX_ROWS = max_rows
+    qmatrix.INT_PREFILL_MAX_ROWS = 1 << 30
     try:
-        st = GenerationStats()
-        params = GenerationParams(max_new_tokens=1, seed=0, min_tokens_before_end=1)
-        for _ in generate_frames(model, make_prompt(model, n_tokens), params,
-                                 im_end_id=model.cfg.semantic_end_id + 1, stats=st):
-            pass
-        return st.prefill_s
+        with backend.configured(dataclasses.replace(backend.settings(), prefill=path)):
+            st = GenerationStats()
+            params = GenerationParams(max_new_tokens=1, seed=0, min_tokens_before_end=1)
+            for _ in generate_frames(model, make_prompt(model, n_tokens), params,
+                                     im_end_id=model.cfg.semantic_end_id + 1, stats=st):
+                pass
+            return st.prefill_s
     finally:
         qmatrix.INT_PREFILL_MAX_ROWS = saved
         intdot.set_tiled(True)
@@ -70,7 +75,7 @@ def main() -> int:
     threads = set_threads(a.threads)
     model, _plan = load_dual_ar(pathlib.Path(a.model), device="cpu", dtype="auto")
     lengths = [int(v) for v in a.tokens.split(",")]
-    prefill_s(model, 8, True, 1 << 30)  # warm-up: first-call allocations
+    prefill_s(model, 8, True, PrefillPath.INT)  # warm-up: first-call allocations
     best = {(n, p): np.inf for n in lengths for p in paths}
     for _ in range(a.rounds):
         for n in lengths:

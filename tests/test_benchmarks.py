@@ -162,3 +162,20 @@ def test_bench_int_rows_cold_gives_x_floor_and_checks_the_untiled_rows():
     assert "weights cold (copies cycled), read bandwidth" in r.stdout and "x floor" in r.stdout
     rows = [line.split() for line in r.stdout.splitlines() if line.split()[:1] in (["1"], ["3"])]
     assert len(rows) == 2 and all(row[-1] == "yes" for row in rows), r.stdout
+
+
+def test_bench_prefill_times_each_path_on_a_q8_0_model(tmp_path):
+    """bench_prefill.py on a tiny Q8_0 file: a row per prompt length with the integer (tiled,
+    untiled) and exact paths' seconds."""
+    from s2studio.devtools.requantize import requantize_gguf
+
+    model = tmp_path / "q8_0.gguf"
+    requantize_gguf(ROOT / "tests" / "data" / "golden" / "tts_f32" / "model.gguf", model, "q8_0")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_prefill.py"), "--model", str(model),
+                        "--tokens", "20,40", "--rounds", "1", "--threads", "1"],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines()[1].split() == ["tokens", "int", "int", "untiled", "exact"], r.stdout
+    rows = [line.split() for line in r.stdout.splitlines()[2:]]
+    # seconds with two decimals (a tiny model's prefill may print 0.00)
+    assert [row[0] for row in rows] == ["20", "40"] and all(0 <= float(v) < 60 for row in rows for v in row[1:])

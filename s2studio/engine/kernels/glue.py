@@ -61,7 +61,7 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor | Non
     float32: a new contiguous tensor of x's shape (rows read in place where the kernel can: a
     2-D tensor with contiguous rows at any distance, any contiguous tensor; else from a
     contiguous copy). None where it does not apply (switched off, another device or dtype)."""
-    if not _OK or backend.settings().glue != GlueKernel.C or x.dtype is not _F32 or not x.is_cpu:
+    if not enabled() or x.dtype is not _F32 or not x.is_cpu:
         return None
     d = x.shape[-1]
     if not _vector_ok(w, d):
@@ -81,7 +81,7 @@ def add_rms_norm(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, eps: float
                  ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(x + y, ``rms_norm(x + y, w, eps)``) for contiguous (n, d) float32 x, y on the CPU, in one
     call: the residual add of the attention and the FFN's norm. None where it does not apply."""
-    if not _OK or backend.settings().glue != GlueKernel.C:
+    if not enabled():
         return None
     if not (x.dtype is _F32 and y.dtype is _F32 and x.is_cpu and y.is_cpu and x.dim() == 2
             and y.shape == x.shape and x.is_contiguous() and y.is_contiguous()):
@@ -102,7 +102,7 @@ def qkv_heads(qkv: torch.Tensor, n_head: int, n_kv_head: int, head_dim: int, q_n
     contiguous (n, H, hd)), k, v (Hkv, n, hd) contiguous, with the QK-norm where ``q_norm`` and
     ``k_norm`` are given and RoPE of row r at cos/sin row r ((n, hd/2), contiguous). None where
     it does not apply (use torch)."""
-    if not _OK or backend.settings().glue != GlueKernel.C:
+    if not enabled():
         return None
     n, width = qkv.shape
     hd, h, hkv = head_dim, n_head, n_kv_head

@@ -94,6 +94,29 @@ def test_profile_frame_accounts_for_the_whole_frame(tmp_path):
     assert all(row["ms"] >= 0 for row in doc["rows"]) and doc["floor_ms"] > 0
 
 
+def test_profile_frame_batch_profiles_a_step_of_every_take(tmp_path):
+    """--batch 3: after the frame alone, a step of 3 takes decoded together by the FrameBatcher;
+    only steps with all 3 in them are profiled, and their rows add up to the step (a tiny run:
+    the accounting, not the times)."""
+    out = tmp_path / "profile.json"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "profile_frame.py"), "--make", "tiny",
+                        "--cache-dir", str(tmp_path), "--frames", "7", "--prompt-tokens", "20",
+                        "--bandwidth-gb", "0.05", "--batch", "3", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    batch = doc["batch"]
+    assert batch["takes"] == 3 and batch["step_ms"] > 0 and batch["throughput_x"] > 0
+    ops = {(row["phase"], row["op"]) for row in batch["rows"]}
+    assert {("slow step x3", "matmul w1 (gate)"), ("fast calls x3", "sampling"),
+            ("fast calls x3", "attention (+ KV store)"), ("slow step x3", "glue (untimed)")} <= ops
+    assert abs(sum(row["ms"] for row in batch["rows"]) - batch["step_ms_profiled"]) <= 1e-4 * batch["step_ms_profiled"]
+    # steps 3..6 of 7 frames: every take in each
+    assert "3 takes at once: 4 steps profiled" in r.stdout
+    # the frame alone is still reported as before
+    assert abs(sum(row["ms"] for row in doc["rows"]) - doc["frame_ms"]) <= 1e-4 * doc["frame_ms"]
+
+
 def test_bench_voice_cache_checks_the_cache_is_sample_identical(tmp_path):
     out = tmp_path / "voice.json"
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_voice_cache.py"), "--make", "tiny",

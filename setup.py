@@ -16,5 +16,6 @@ else:
     _ARGS = ["-O3", "-std=c99", "-fno-strict-aliasing"]
 
 setup(ext_modules=[Extension("s2studio.engine.kernels._qdot", ["s2studio/engine/kernels/_qdot.c"],
-                             depends=["s2studio/engine/kernels/_attend.c", "s2studio/engine/kernels/_glue.c"],
+                             depends=["s2studio/engine/kernels/_attend.c", "s2studio/engine/kernels/_glue.c",
+                                      "s2studio/engine/kernels/_pool.c"],
                              extra_compile_args=_ARGS, optional=True)])

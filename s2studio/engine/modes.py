@@ -230,10 +230,13 @@ class GlueKernel(KernelWord):
 
 class GemvSchedule(KernelWord):
     """How the integer GEMV's rows are shared among threads: dynamic - threads claim small
-    tasks, so one the OS deschedules does not hold the others up; static - equal shares."""
+    tasks, so one the OS deschedules does not hold the others up; static - equal shares; pool -
+    dynamic claiming on the kernels' own threads, which spin briefly between GEMVs instead of
+    sleeping in OpenMP's region start and closing barrier (kernels/_pool.c; POSIX only)."""
 
     DYNAMIC = "dynamic"
     STATIC = "static"
+    POOL = "pool"
 
     @classmethod
     def unknown_message(cls, value) -> str:

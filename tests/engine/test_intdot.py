@@ -184,19 +184,21 @@ def test_engine_falls_back_to_numba_without_the_extension():
 @pytest.mark.parametrize("planes", [1, 2])
 @pytest.mark.parametrize("qtype", TYPES)
 @pytest.mark.parametrize("rows", [1, 31, 32, 33, 1000])
-def test_dynamic_schedule_gives_the_static_split_s_numbers(qtype, rows, planes):
-    """Threads claiming rows from a shared counter (the default) write every row, each with the
-    same arithmetic as the static split, whichever thread computed it."""
+def test_every_schedule_gives_the_static_split_s_numbers(qtype, rows, planes):
+    """Threads claiming rows from a shared counter (dynamic, on numba's threads; pool, the
+    default, on the extension's own) write every row, each with the same arithmetic as the
+    static split, whichever thread computed it."""
     raw = random_blocks(qtype, rows, 512, seed=rows)
     x = np.random.default_rng(rows).standard_normal((3, 512)).astype(np.float32)
     out = {}
-    for dynamic in (False, True):
-        with backend.configured(KernelSettings(schedule="dynamic" if dynamic else "static")):
+    for schedule in ("static", "dynamic", "pool"):
+        with backend.configured(KernelSettings(schedule=schedule)):
             got = np.full((3, rows), np.nan, np.float32)
             intdot.gemv(qtype, raw, x, got, planes)
-        out[dynamic] = got
-    assert not np.isnan(out[True]).any()
-    np.testing.assert_array_equal(out[True], out[False])
+        out[schedule] = got
+    assert not np.isnan(out["pool"]).any() and not np.isnan(out["dynamic"]).any()
+    np.testing.assert_array_equal(out["dynamic"], out["static"])
+    np.testing.assert_array_equal(out["pool"], out["static"])
 
 
 needs_avxvnni = pytest.mark.skipif("avxvnni" not in intdot.levels() or "avx2" not in intdot.levels(),

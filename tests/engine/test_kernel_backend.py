@@ -26,7 +26,7 @@ PRECISE, ONE_PLANE, OFF = KernelSettings(), KernelSettings(int_dot="int8"), Kern
 
 
 def test_settings_from_the_old_environment_words(caplog):
-    assert KernelSettings.from_environment({}) == KernelSettings(IntDot.PRECISE, GemvSchedule.DYNAMIC)
+    assert KernelSettings.from_environment({}) == KernelSettings(IntDot.PRECISE, GemvSchedule.POOL)
     env = {"S2_INT_DOT": "1", "S2_GEMV_SCHEDULE": "static"}
     assert KernelSettings.from_environment(env) == KernelSettings(IntDot.INT8, GemvSchedule.STATIC)
     assert KernelSettings.from_environment({"S2_INT_DOT": "0"}).int_dot is IntDot.OFF
@@ -62,7 +62,7 @@ def test_each_block_type_s_stack_under_each_setting():
         assert backend.kernel_for("Q8_0", kept_quantized=False) is Kernel.FLOAT16
         assert backend.describe(["Q8_0", "Q4_K", "Q4_0"], kept=["Q8_0", "Q4_K"]) == (
             "GEMV: Q4_0 -> dequantized float16, Q4_K -> C int8 two-plane, Q8_0 -> C int16 dots; "
-            f"C level {intdot.level()}, schedule dynamic")
+            f"C level {intdot.level()}, schedule {'pool' if intdot.pool_available() else 'dynamic'}")
     with backend.configured(KernelSettings(int_dot="int8", schedule="static")):
         assert backend.kernel_for("Q8_0") is backend.kernel_for("Q4_K") is Kernel.C_INT8
         assert backend.describe(["Q4_K"]) == \

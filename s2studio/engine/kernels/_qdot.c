@@ -1705,6 +1705,8 @@ void s2q_gemv_tasks(int64_t type, int64_t raw, int64_t row_bytes, int64_t rows, 
 /* RMSNorm, the QKV split with QK-norm and RoPE (transformer.py's small ops): its own file too,
  * only for the module (the standalone ARM check has no use for it). */
 #include "_glue.c"
+/* The GEMV's own worker threads (POSIX; S2P_POOL says whether they exist): its own file too. */
+#include "_pool.c"
 /* ---- Python module: introspection and addresses only; the work is called from numba ---- */
 
 static PyObject *py_level(PyObject *self, PyObject *args) {
@@ -1782,13 +1784,51 @@ static PyObject *py_preload(PyObject *self, PyObject *args) {
 #endif
 }
 
+/* pool_configure(threads, spin_us): the pool's size (the caller included; 1: no workers) and how
+ * long an idle worker spins before it sleeps. Workers start or stop at the next job. */
+static PyObject *py_pool_configure(PyObject *self, PyObject *args) {
+    (void)self;
+    int threads;
+    long long spin_us;
+    if (!PyArg_ParseTuple(args, "iL", &threads, &spin_us)) return NULL;
+    if (threads < 1 || threads > 256 || spin_us < 0 || spin_us > 100000) {
+        PyErr_Format(PyExc_ValueError, "pool_configure: threads 1-256 and spin_us 0-100000 (got %d, %lld)",
+                     threads, spin_us);
+        return NULL;
+    }
+#if S2P_POOL
+    __atomic_store_n(&s2p_wanted, threads, __ATOMIC_RELAXED);
+    __atomic_store_n(&s2p.spin_ns, (int64_t)spin_us * 1000, __ATOMIC_RELAXED);
+#endif
+    Py_RETURN_NONE;
+}
+
+/* pool_stats() -> (jobs published, worker joins, workers running, spin_us); all 0 without a pool. */
+static PyObject *py_pool_stats(PyObject *self, PyObject *args) {
+    (void)self; (void)args;
+#if S2P_POOL
+    return Py_BuildValue("(LLiL)", (long long)s2p.jobs, (long long)__atomic_load_n(&s2p.joined, __ATOMIC_RELAXED),
+                         s2p.running, (long long)(s2p.spin_ns / 1000));
+#else
+    return Py_BuildValue("(LLiL)", 0LL, 0LL, 0, 0LL);
+#endif
+}
+
 static PyObject *py_addresses(PyObject *self, PyObject *args) {
     (void)self; (void)args;
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "s2q_gemv_rows", (unsigned long long)(uintptr_t)&s2q_gemv_rows,
-                         "s2q_gemv_tasks", (unsigned long long)(uintptr_t)&s2q_gemv_tasks,
-                         "s2q_quantize_q8k", (unsigned long long)(uintptr_t)&s2q_quantize_q8k,
-                         "s2q_quantize_i16", (unsigned long long)(uintptr_t)&s2q_quantize_i16,
-                         "s2q_attend_tasks", (unsigned long long)(uintptr_t)&s2q_attend_tasks);
+    PyObject *d = Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "s2q_gemv_rows", (unsigned long long)(uintptr_t)&s2q_gemv_rows,
+                                "s2q_gemv_tasks", (unsigned long long)(uintptr_t)&s2q_gemv_tasks,
+                                "s2q_quantize_q8k", (unsigned long long)(uintptr_t)&s2q_quantize_q8k,
+                                "s2q_quantize_i16", (unsigned long long)(uintptr_t)&s2q_quantize_i16,
+                                "s2q_attend_tasks", (unsigned long long)(uintptr_t)&s2q_attend_tasks);
+#if S2P_POOL
+    if (d) {
+        PyObject *v = PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)&s2q_pool_gemv);
+        if (!v || PyDict_SetItemString(d, "s2q_pool_gemv", v) < 0) { Py_XDECREF(v); Py_DECREF(d); return NULL; }
+        Py_DECREF(v);
+    }
+#endif
+    return d;
 }
 
 /* Integer arguments of a fast call (pointers as ints); -1 with an exception set on a bad one. */
@@ -1912,6 +1952,11 @@ static PyMethodDef METHODS[] = {
     {"preload", py_preload, METH_VARARGS,
      "preload(path, flags): dlopen a shared library with the GIL released (see _qdot.c)."},
     {"addresses", py_addresses, METH_NOARGS, "Entry-point addresses, for numba's linker."},
+    {"pool_configure", py_pool_configure, METH_VARARGS,
+     "pool_configure(threads, spin_us): the GEMV pool's thread count (the caller included) and how long an "
+     "idle worker spins before it sleeps (see _pool.c)."},
+    {"pool_stats", py_pool_stats, METH_NOARGS,
+     "pool_stats() -> (jobs, worker joins, workers running, spin_us) of the GEMV pool (zeros without one)."},
     {"attend", (PyCFunction)(void (*)(void))py_attend, METH_FASTCALL,
      "attend(q, k_new, v_new, k_cache, v_cache, out, pos0, stride, new_stride, store, h, hkv, hd, f16): one request's "
      "decode attention (addresses as ints; see _attend.c). Returns 0, or -1 for a shape it does not take."},
@@ -1931,6 +1976,9 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_qdot",
 
 PyMODINIT_FUNC PyInit__qdot(void) {
     init_tables();
+#if S2P_POOL
+    s2p_init_once();
+#endif
     level = best_level;
     PyObject *mod = PyModule_Create(&MODULE);
     if (mod) {
@@ -1945,6 +1993,7 @@ PyMODINIT_FUNC PyInit__qdot(void) {
         PyModule_AddIntConstant(mod, "ATTEND_FIELDS", S2A_FIELDS);
         PyModule_AddIntConstant(mod, "ATTEND_MAX_HEAD_DIM", S2A_MAX_HD);
         PyModule_AddIntConstant(mod, "GLUE_MAX_HEAD_DIM", S2G_MAX_HD);
+        PyModule_AddIntConstant(mod, "POOL", S2P_POOL);
     }
     return mod;
 }

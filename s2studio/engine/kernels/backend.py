@@ -14,7 +14,7 @@ shared among threads, and its instruction-set level), a process-wide setting: th
 share one thread pool and compiled code. ``configure`` sets it (tests: ``configured`` for a
 block); until then it is read once, at first use, from the environment variables that used to
 select it at import: ``S2_INT_DOT`` (2 precise, 1 one int8 plane, 0 numba) and
-``S2_GEMV_SCHEDULE`` (dynamic, static), so A/B runs of a benchmark keep working,
+``S2_GEMV_SCHEDULE`` (pool, dynamic, static), so A/B runs of a benchmark keep working,
 ``S2_KERNEL_LEVEL`` (best, or a level this CPU offers, e.g. avx2 or avxvnni), ``S2_PREFILL``
 (int, exact: how a prefill's many rows are multiplied, ``PrefillPath``), and ``S2_ATTENTION``
 (c, torch: the decode attention kernel, ``attention``), and ``S2_GLUE`` (c, torch: a layer's norms
@@ -48,9 +48,12 @@ GLUE_ENV = "S2_GLUE"
 @dataclass(frozen=True)
 class KernelSettings:
     """Which integer-dot activations the C kernels take (``IntDot``), and how their rows are
-    shared among threads (``GemvSchedule``: dynamic, so a thread the OS deschedules does not
-    hold the GEMV up; static, equal shares, kept to measure the difference: docs/performance.md,
-    "A busy machine"), and the C kernels' instruction set (``KernelLevel``: the best this CPU
+    shared among threads (``GemvSchedule``: pool, the default, the extension's own threads,
+    which spin briefly between GEMVs instead of sleeping in OpenMP's region start and barrier
+    (1.14x faster a frame quietly and 1.22x beside a competing process: docs/performance.md,
+    "The GEMV's own threads"; where it is not built, dynamic); dynamic, tasks claimed on
+    numba's OpenMP threads, so a thread the OS deschedules does not hold the GEMV up; static,
+    equal shares, kept to measure the difference: docs/performance.md, "A busy machine"), and the C kernels' instruction set (``KernelLevel``: the best this CPU
     offers, or one forced; every level gives the outputs the tests bound, and avxvnni gives
     avx2's bit for bit), how a prefill's many rows are multiplied (``PrefillPath``: on the
     same integer kernels, or exactly), the decode attention (``AttentionKernel``: the C
@@ -59,7 +62,7 @@ class KernelSettings:
     whether this CPU offers a forced level is checked where it is applied (``configure``)."""
 
     int_dot: IntDot = IntDot.PRECISE
-    schedule: GemvSchedule = GemvSchedule.DYNAMIC
+    schedule: GemvSchedule = GemvSchedule.POOL
     level: KernelLevel = KernelLevel.BEST
     prefill: PrefillPath = PrefillPath.INT
     attention: AttentionKernel = AttentionKernel.C
@@ -236,7 +239,7 @@ def int_dot_status() -> str:
 def describe(type_names: Iterable[str] | None = None, kept: Iterable[str] | None = None) -> str:
     """One line: each block type's GEMV stack, then the C kernels' instruction-set level and
     the thread schedule where they run, or why they do not, e.g.
-    ``GEMV: Q4_K -> C int8 two-plane, Q8_0 -> C int16 dots; C level avx512vnni, schedule dynamic``.
+    ``GEMV: Q4_K -> C int8 two-plane, Q8_0 -> C int16 dots; C level avx512vnni, schedule pool``.
     ``type_names``: the model's quantized types (None: every type the kernels know);
     ``kept``: those kept quantized (None: all; the others are dequantized to float16)."""
     from s2studio.engine.kernels.qmatrix import supported_types
@@ -247,7 +250,7 @@ def describe(type_names: Iterable[str] | None = None, kept: Iterable[str] | None
     parts = [f"{name} -> {kernel.value}" for name, kernel in chosen.items()]
     line = "GEMV: " + (", ".join(parts) if parts else "no quantized weights")
     if any(k.is_int_dot for k in chosen.values()):
-        line += f"; C level {_intdot().level()}, schedule {settings().schedule.value}"
+        line += f"; C level {_intdot().level()}, schedule {_intdot().effective_schedule(settings().schedule).value}"
     elif any(k == Kernel.NUMBA_FLOAT32 and name in _intdot().TYPES for name, k in chosen.items()) \
             or not kcommon.available():
         line += f"; integer dots: {int_dot_status()}"

@@ -30,15 +30,19 @@ keep each row's operation order, so their outputs are those of the per-row loops
 Which activations, which schedule, and whether this path runs at all are chosen in one place,
 ``backend`` (its ``KernelSettings``); this module is the mechanism.
 
-Threads: no pool of our own. Each thread of a numba ``prange`` calls the C function once and
-claims rows from a shared counter (linked as an external symbol, so numba's on-disk cache
-still works), so the work runs on the same OpenMP/workqueue pool, with the same thread count,
-as the other kernels, but a thread that the OS deschedules does not hold the others up.
+Threads: the rows are claimed in tasks from a shared counter, so a thread that the OS
+deschedules does not hold the others up. By default (``GemvSchedule.POOL``, POSIX builds) the
+threads are the extension's own (``_pool.c``): the caller starts at once, its workers spin a
+little between GEMVs, and nobody sleeps in a barrier, which on this VM cost ~60-100 µs per GEMV
+in OpenMP's passive regions. Elsewhere, or with ``dynamic``, each thread of a numba ``prange``
+calls the C function once (linked as an external symbol, so numba's on-disk cache still works),
+on the OpenMP/workqueue pool the other kernels use. Both take the engine's thread count.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 
@@ -63,6 +67,7 @@ ROWS_PER_TASK = 32  # rows per C call: small enough to balance 2-16 threads on 1
 # The level the extension chose at import (the best this CPU offers), before anything forces one.
 _BEST_LEVEL = None if _qdot is None else _qdot.level()
 
+_HAS_POOL = _qdot is not None and bool(getattr(_qdot, "POOL", 0))
 _gemv = None
 if _qdot is not None and kcommon.numba is not None:
     import llvmlite.binding as _llvm
@@ -75,11 +80,18 @@ if _qdot is not None and kcommon.numba is not None:
     _c_tasks = types.ExternalFunction("s2q_gemv_tasks", types.void(*([_i64] * 13)))
     _c_quant = types.ExternalFunction("s2q_quantize_q8k", types.void(*([_i64] * 6)))
     _c_quant16 = types.ExternalFunction("s2q_quantize_i16", types.void(*([_i64] * 4)))
+    if _HAS_POOL:
+        _c_pool = types.ExternalFunction("s2q_pool_gemv", types.void(*([_i64] * 12)))
+    else:  # never called: the pool schedule is not offered (pool_available)
+        _c_pool = _c_rows
 
     def _all_rows_py(type_id, raw, xq, xd, xbs, m, cols, out, rows, workers):
         """The C kernel over every row of ``raw`` (pointers as int64): ``workers`` > 0: that many
-        threads each claim ROWS_PER_TASK rows at a time (dynamic); 0: a static split."""
-        if workers > 0:
+        threads each claim ROWS_PER_TASK rows at a time (dynamic); 0: a static split; -1: the
+        same claiming on the extension's own threads (_pool.c), no OpenMP region."""
+        if workers < 0:
+            _c_pool(type_id, raw.ctypes.data, raw.shape[1], rows, ROWS_PER_TASK, xq, xd, xbs, m, cols, out, rows)
+        elif workers > 0:
             nxt = np.zeros(1, np.int64)
             for _w in prange(workers):
                 _c_tasks(type_id, raw.ctypes.data, raw.shape[1], rows, ROWS_PER_TASK, xq, xd, xbs, m, cols, out,
@@ -164,12 +176,64 @@ def gemv(type_name: str, raw: np.ndarray, x: np.ndarray, out: np.ndarray, planes
         x = padded
     chosen = backend.settings()
     planes = chosen.planes if planes is None else planes
-    dynamic = (chosen.schedule if schedule is None else schedule) == GemvSchedule.DYNAMIC
-    workers = kcommon.numba.get_num_threads() if dynamic else 0  # 0: the static split
+    workers = _workers(chosen.schedule if schedule is None else schedule)
     if type_name == "Q8_0" and planes == 2:
         _gemv_i16(_qdot.Q8_0_I16, raw, x, out, workers)
     else:
         _gemv(TYPE_IDS[type_name], raw, x, out, planes, workers)
+
+
+POOL_SPIN_ENV = "S2_POOL_SPIN_US"
+POOL_SPIN_US = 100  # default: about the longest gap between two GEMVs of a frame (see _pool.c)
+_pool_config: tuple[int, int] | None = None
+
+
+def pool_available() -> bool:
+    """Whether the extension has its own GEMV threads (POSIX builds: _pool.c)."""
+    return _gemv is not None and _HAS_POOL
+
+
+def pool_spin_us() -> int:
+    """How long an idle pool worker spins before it sleeps, µs: ``S2_POOL_SPIN_US`` (0-100000)
+    or the default."""
+    word = os.environ.get(POOL_SPIN_ENV, "").strip()
+    if not word:
+        return POOL_SPIN_US
+    try:
+        value = int(word)
+        if not 0 <= value <= 100_000:
+            raise ValueError
+    except ValueError:
+        log.warning("%s=%s ignored: use a whole number of microseconds from 0 to 100000", POOL_SPIN_ENV, word)
+        return POOL_SPIN_US
+    return value
+
+
+def effective_schedule(schedule: GemvSchedule) -> GemvSchedule:
+    """The schedule that runs for the setting ``schedule``: pool falls back to dynamic where the
+    extension has no pool."""
+    return GemvSchedule.DYNAMIC if schedule == GemvSchedule.POOL and not _HAS_POOL else schedule
+
+
+def _workers(schedule: GemvSchedule) -> int:
+    """``_all_rows``' worker argument for ``schedule``: the numba threads (dynamic), 0 (static),
+    -1 (the pool, sized to the numba thread count: the engine's --threads)."""
+    global _pool_config
+    threads = kcommon.numba.get_num_threads()
+    if schedule == GemvSchedule.STATIC:
+        return 0
+    if schedule == GemvSchedule.POOL and _HAS_POOL:
+        if _pool_config is None or _pool_config[0] != threads:
+            _pool_config = (threads, pool_spin_us())
+            _qdot.pool_configure(*_pool_config)
+        return -1
+    return threads
+
+
+def pool_stats() -> dict:
+    """The pool's counters: jobs published, joins by its workers, workers running, spin."""
+    jobs, joined, running, spin = _qdot.pool_stats() if _qdot is not None else (0, 0, 0, 0)
+    return {"jobs": jobs, "joined": joined, "workers": running, "spin_us": spin}
 
 
 def describe() -> str:

@@ -10,14 +10,17 @@ best ms/frame over the rounds, its ratio to the first schedule's, and the frame'
 weight bytes over the read bandwidth measured in a child process before the rounds). The codes
 of every schedule are compared with the first's: the schedules only share out rows, so they
 must be identical. ``--busy N`` runs N CPU-bound competitor processes during all rounds (a
-busy desktop). ``--spin-us`` sets the pool workers' spin (``S2_POOL_SPIN_US``) for the run.
+busy desktop). ``pool@US`` is the pool with its workers spinning US microseconds (0-100000)
+before they sleep (``pool`` alone: ``S2_POOL_SPIN_US`` or the default), so spins can be compared
+in one run: ``--schedules pool@0,pool@30,pool@100,pool@300``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
-import os
 import pathlib
 import statistics
 import subprocess
@@ -36,6 +39,26 @@ from s2studio.engine.model.generate import GenerationParams, GenerationStats, ge
 from s2studio.engine.model.loader import load_dual_ar  # noqa: E402
 from s2studio.engine.modes import GemvSchedule  # noqa: E402
 from s2studio.engine.threads import set_threads  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One column of the comparison: a schedule, and for the pool its workers' spin."""
+
+    word: str
+    schedule: GemvSchedule
+    spin_us: int | None = None
+
+
+def parse_schedule(word: str) -> Arm:
+    """``dynamic``, ``static``, ``pool`` or ``pool@US``."""
+    name, _, spin = word.strip().partition("@")
+    schedule = GemvSchedule.parse(name)
+    if not spin:
+        return Arm(word.strip(), schedule)
+    if schedule != GemvSchedule.POOL or not spin.isdigit() or not 0 <= int(spin) <= 100_000:
+        raise ValueError(f"{word!r}: a spin is given to the pool only, in whole microseconds 0-100000 (pool@100)")
+    return Arm(word.strip(), schedule, int(spin))
 
 
 def run_frames(model, prompt, frames: int) -> tuple[float, np.ndarray]:
@@ -61,15 +84,15 @@ def main(argv=None) -> int:
     ap.add_argument("--prompt-tokens", type=int, default=16, choices=range(1, 2049), metavar="1..2048")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--busy", type=int, default=0, choices=range(0, 17), metavar="0..16")
-    ap.add_argument("--spin-us", type=int, default=None, choices=range(0, 100_001), metavar="0..100000")
     ap.add_argument("--bandwidth-gb", type=float, default=2.0)
     ap.add_argument("--json", action="store_true", help="print JSON only")
     a = ap.parse_args(argv)
-    schedules = [GemvSchedule.parse(w) for w in a.schedules.split(",") if w.strip()]
-    if GemvSchedule.POOL in schedules and not intdot.pool_available():
+    try:
+        schedules = [parse_schedule(w) for w in a.schedules.split(",") if w.strip()]
+    except ValueError as exc:
+        ap.error(str(exc))
+    if any(s.schedule == GemvSchedule.POOL for s in schedules) and not intdot.pool_available():
         ap.error("the pool schedule is not available here (no _qdot pool: Windows, or the C kernels not built)")
-    if a.spin_us is not None:
-        os.environ[intdot.POOL_SPIN_ENV] = str(a.spin_us)
 
     threads = set_threads(a.threads)
     path = pathlib.Path(a.model) if a.model else ensure_model(a.make, pathlib.Path(a.cache_dir))
@@ -82,23 +105,26 @@ def main(argv=None) -> int:
     floor_ms = weight_bytes_per_frame(model)["frame"] / (bw * 1e9) * 1000
     base = backend.settings()
 
-    def configured(schedule):
-        return backend.configured(backend.KernelSettings(base.int_dot, schedule, base.level, base.prefill,
-                                                         base.attention, base.glue))
+    @contextlib.contextmanager
+    def configured(arm: Arm):
+        intdot.set_pool_spin(arm.spin_us)
+        with backend.configured(backend.KernelSettings(base.int_dot, arm.schedule, base.level, base.prefill,
+                                                       base.attention, base.glue)):
+            yield
 
-    for schedule in schedules:  # warm-up: compilation, first-call allocations, the pool's threads
-        with configured(schedule):
+    for arm in schedules:  # warm-up: compilation, first-call allocations, the pool's threads
+        with configured(arm):
             run_frames(model, prompt, 2)
-    times: dict[GemvSchedule, list[float]] = {s: [] for s in schedules}
+    times: dict[Arm, list[float]] = {arm: [] for arm in schedules}
     reference = None
     identical = True
     competitors = start_competitors(a.busy)
     try:
         for _ in range(a.rounds):
-            for schedule in schedules:
-                with configured(schedule):
+            for arm in schedules:
+                with configured(arm):
                     ms, codes = run_frames(model, prompt, a.frames)
-                times[schedule].append(ms)
+                times[arm].append(ms)
                 if reference is None:
                     reference = codes
                 identical = identical and np.array_equal(codes, reference)
@@ -106,21 +132,23 @@ def main(argv=None) -> int:
         for proc in competitors:
             proc.kill()
             proc.wait()
+        intdot.set_pool_spin(None)
     first = statistics.median(times[schedules[0]])
-    rows = [{"schedule": s.value, "median_ms": round(statistics.median(t), 1), "best_ms": round(min(t), 1),
+    rows = [{"schedule": s.word, "median_ms": round(statistics.median(t), 1), "best_ms": round(min(t), 1),
              "x_first": round(statistics.median(t) / first, 3), "x_floor": round(statistics.median(t) / floor_ms, 3)}
             for s, t in times.items()]
     out = {"model": str(path), "threads": threads, "busy": a.busy, "bandwidth_GBps": round(bw, 2),
            "floor_ms": round(floor_ms, 1), "frames": a.frames, "rounds": a.rounds,
-           "spin_us": intdot.pool_spin_us(), "codes_identical": identical, "pool": intdot.pool_stats(), "rows": rows}
+           "default_spin_us": intdot.pool_spin_us(), "codes_identical": identical, "pool": intdot.pool_stats(), "rows": rows}
     if a.json:
         print(json.dumps(out))
     else:
         print(f"{path.name}: {threads} threads, {a.busy} competitors, read bandwidth {bw:.1f} GB/s, "
-              f"floor {floor_ms:.1f} ms/frame, {a.rounds} rounds of {a.frames} frames, pool spin {out['spin_us']} us")
-        print(f"{'schedule':<10} {'median ms':>10} {'best ms':>9} {'x first':>8} {'x floor':>8}")
+              f"floor {floor_ms:.1f} ms/frame, {a.rounds} rounds of {a.frames} frames, pool spin {out['default_spin_us']} us "
+              "unless given")
+        print(f"{'schedule':<12} {'median ms':>10} {'best ms':>9} {'x first':>8} {'x floor':>8}")
         for r in rows:
-            print(f"{r['schedule']:<10} {r['median_ms']:>10} {r['best_ms']:>9} {r['x_first']:>8} {r['x_floor']:>8}")
+            print(f"{r['schedule']:<12} {r['median_ms']:>10} {r['best_ms']:>9} {r['x_first']:>8} {r['x_floor']:>8}")
         print("codes identical across schedules:", identical)
     return 0 if identical else 1
 

@@ -1803,14 +1803,16 @@ static PyObject *py_pool_configure(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* pool_stats() -> (jobs published, worker joins, workers running, spin_us); all 0 without a pool. */
+/* pool_stats() -> (jobs published, worker joins, workers running, spin_us, sleeps without a spin
+ * because the machine was busy); all 0 without a pool. */
 static PyObject *py_pool_stats(PyObject *self, PyObject *args) {
     (void)self; (void)args;
 #if S2P_POOL
-    return Py_BuildValue("(LLiL)", (long long)s2p.jobs, (long long)__atomic_load_n(&s2p.joined, __ATOMIC_RELAXED),
-                         s2p.running, (long long)(s2p.spin_ns / 1000));
+    return Py_BuildValue("(LLiLL)", (long long)s2p.jobs, (long long)__atomic_load_n(&s2p.joined, __ATOMIC_RELAXED),
+                         s2p.running, (long long)(s2p.spin_ns / 1000),
+                         (long long)__atomic_load_n(&s2p.busy_naps, __ATOMIC_RELAXED));
 #else
-    return Py_BuildValue("(LLiL)", 0LL, 0LL, 0, 0LL);
+    return Py_BuildValue("(LLiLL)", 0LL, 0LL, 0, 0LL, 0LL);
 #endif
 }
 
@@ -1956,7 +1958,8 @@ static PyMethodDef METHODS[] = {
      "pool_configure(threads, spin_us): the GEMV pool's thread count (the caller included) and how long an "
      "idle worker spins before it sleeps (see _pool.c)."},
     {"pool_stats", py_pool_stats, METH_NOARGS,
-     "pool_stats() -> (jobs, worker joins, workers running, spin_us) of the GEMV pool (zeros without one)."},
+     "pool_stats() -> (jobs, worker joins, workers running, spin_us, busy naps) of the GEMV pool (zeros "
+     "without one)."},
     {"attend", (PyCFunction)(void (*)(void))py_attend, METH_FASTCALL,
      "attend(q, k_new, v_new, k_cache, v_cache, out, pos0, stride, new_stride, store, h, hkv, hd, f16): one request's "
      "decode attention (addresses as ints; see _attend.c). Returns 0, or -1 for a shape it does not take."},

@@ -230,10 +230,23 @@ def _workers(schedule: GemvSchedule) -> int:
     return threads
 
 
+def set_pool_spin(spin_us: int | None) -> None:
+    """Use ``spin_us`` (0-100000) for the pool workers' spin from the next GEMV on; None: the
+    environment's or the default again (benchmarks compare spins in one process)."""
+    global _pool_config
+    if spin_us is not None and not 0 <= spin_us <= 100_000:
+        raise ValueError(f"pool spin {spin_us} us: use 0-100000")
+    threads = kcommon.numba.get_num_threads() if kcommon.numba is not None else 1
+    _pool_config = (threads, pool_spin_us() if spin_us is None else spin_us)
+    if _HAS_POOL:
+        _qdot.pool_configure(*_pool_config)
+
+
 def pool_stats() -> dict:
-    """The pool's counters: jobs published, joins by its workers, workers running, spin."""
-    jobs, joined, running, spin = _qdot.pool_stats() if _qdot is not None else (0, 0, 0, 0)
-    return {"jobs": jobs, "joined": joined, "workers": running, "spin_us": spin}
+    """The pool's counters: jobs published, joins by its workers, workers running, their spin,
+    and how often a worker slept without spinning because the machine was busy."""
+    jobs, joined, running, spin, naps = _qdot.pool_stats() if _HAS_POOL else (0, 0, 0, 0, 0)
+    return {"jobs": jobs, "joined": joined, "workers": running, "spin_us": spin, "busy_naps": naps}
 
 
 def describe() -> str:

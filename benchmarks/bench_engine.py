@@ -53,8 +53,14 @@ from s2studio.engine.threads import set_threads  # noqa: E402
 
 
 def memory_bandwidth_gbps(gb: float = 2.0, reps: int = 5) -> float:
-    """Median streaming-read bandwidth of a float32 array (torch sum, current threads)."""
-    t = torch.ones(int(gb * 1e9) // 4, dtype=torch.float32)  # touches every page
+    """Median streaming-read bandwidth of a float32 array (torch sum, current threads).
+
+    The array holds distinct values (arange), not ones: a page of ones is the same as every
+    other, which a VM host may merge or compress. With ones this probe read 48-58 GB/s in some
+    runs on the development VM (2026-12-08) and 33-35 GB/s in others, while a sum over the
+    model's own weight bytes read 33-34.5 GB/s every time, and the frames' "x floor" figures of
+    those runs were off by up to 1.7x; with distinct values it read 30-34.5 GB/s in every run."""
+    t = torch.arange(int(gb * 1e9) // 4, dtype=torch.float32)  # touches every page, each one unlike the others
     t.sum()
     speeds = []
     for _ in range(reps):

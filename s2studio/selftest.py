@@ -134,6 +134,7 @@ def check_quantized_kernels(work: Path) -> str:
             err_k = float(np.abs(got_k - want).max() / np.abs(want).max())
             if err_k > 1e-3:
                 raise AssertionError(f"{type_name} integer GEMV is off by {err_k:.2e} (relative)")
+    pool = check_gemv_pool()
     import numba
 
     layer = numba.threading_layer()
@@ -144,7 +145,42 @@ def check_quantized_kernels(work: Path) -> str:
         except ImportError as exc:
             note = f" (no OpenMP pool: {exc})"
     return (f"types {', '.join(sorted(supported_types()))}; numba {numba.__version__} "
-            f"({layer} threads{note}); GEMV rel. error {err:.1e}; {backend.describe()}")
+            f"({layer} threads{note}); GEMV rel. error {err:.1e}; {backend.describe()}{pool}")
+
+
+def check_gemv_pool() -> str:
+    """Where the integer GEMV runs on the extension's own threads (kernels/_pool.c, the default
+    schedule on POSIX), they start in this build and give the static split's numbers."""
+    import numpy as np
+
+    from s2studio.engine.kernels import backend, intdot
+    from s2studio.engine.kernels import common as kcommon
+    from s2studio.engine.modes import GemvSchedule
+
+    if not (backend.int_dot_ready("Q8_0") and intdot.pool_available()
+            and intdot.effective_schedule(backend.settings().schedule) == GemvSchedule.POOL
+            and kcommon.numba.config.NUMBA_NUM_THREADS >= 2):  # one core: the caller alone, no pool
+        return ""
+    from s2studio.devtools.quant_blocks import random_blocks
+
+    before = kcommon.numba.get_num_threads()
+    kcommon.sync_threads(2)  # one worker at least, whatever this machine's core count
+    try:
+        blocks = random_blocks("Q8_0", 2000, 512, seed=1)
+        x = np.random.default_rng(1).standard_normal((1, 512)).astype(np.float32)
+        want = np.empty((1, 2000), np.float32)
+        intdot.gemv("Q8_0", blocks, x, want, schedule=GemvSchedule.STATIC)
+        got = np.empty_like(want)
+        for _ in range(20):
+            intdot.gemv("Q8_0", blocks, x, got, schedule=GemvSchedule.POOL)
+            if not np.array_equal(got, want):
+                raise AssertionError("the GEMV pool's rows differ from the static split's")
+        stats = intdot.pool_stats()
+    finally:
+        kcommon.sync_threads(before)
+    if stats["workers"] < 1:
+        raise AssertionError("the GEMV pool started no worker thread")
+    return f"; GEMV pool {stats['workers']} worker(s), {stats['joined']} joins in {stats['jobs']} jobs"
 
 
 # Calls of a void Qt method for the None-refcount check, and how far None's refcount may move

@@ -53,13 +53,14 @@ from s2studio.engine.threads import set_threads  # noqa: E402
 
 
 def memory_bandwidth_gbps(gb: float = 2.0, reps: int = 5) -> float:
-    """Median streaming-read bandwidth of a float32 array (torch sum, current threads).
+    """Median streaming-read bandwidth of a fresh float32 array (torch sum, current threads).
 
-    The array holds distinct values (arange), not ones: a page of ones is the same as every
-    other, which a VM host may merge or compress. With ones this probe read 48-58 GB/s in some
-    runs on the development VM (2026-12-08) and 33-35 GB/s in others, while a sum over the
-    model's own weight bytes read 33-34.5 GB/s every time, and the frames' "x floor" figures of
-    those runs were off by up to 1.7x; with distinct values it read 30-34.5 GB/s in every run."""
+    Fresh memory on the development VM reads anywhere from 30 to 63 GB/s from one run to the
+    next (2026-12-08: with ones and with distinct values alike), while the model's own weight
+    pages read 29-36 GB/s in every run and the frames did not get faster when this probe read
+    high: a script that has the model loaded should take its floor from
+    ``weights_read_gbps`` instead. (The values are distinct, arange, so that no page equals
+    another for a host that merges or compresses pages.)"""
     t = torch.arange(int(gb * 1e9) // 4, dtype=torch.float32)  # touches every page, each one unlike the others
     t.sum()
     speeds = []
@@ -68,6 +69,30 @@ def memory_bandwidth_gbps(gb: float = 2.0, reps: int = 5) -> float:
         t.sum()
         speeds.append(t.numel() * 4 / (time.perf_counter() - t0) / 1e9)
     del t
+    return statistics.median(speeds)
+
+
+def weights_read_gbps(model, reps: int = 3) -> float:
+    """Median read bandwidth of the loaded model's own Slow-AR matrices (torch sum over their
+    bytes seen as float32, current threads): the speed at which a decode step can read those
+    very pages, so the floor a frame is measured against. Only the quantized (CPU) matrices;
+    0.0 where there are none (a float16 or GPU model: use memory_bandwidth_gbps)."""
+    import warnings
+
+    arrays = [w.raw for lw in model.w.slow.layers for w in (lw.wqkv, lw.wo, lw.w1, lw.w3, lw.w2)
+              if isinstance(w, QuantMatrix)]
+    if not arrays:
+        return 0.0
+    with warnings.catch_warnings():  # the map is read-only; the sum writes nothing
+        warnings.simplefilter("ignore", UserWarning)
+        views = [torch.from_numpy(a.reshape(-1)[: a.size // 4 * 4].view(np.float32)) for a in arrays]
+    total = sum(v.numel() * 4 for v in views)
+    speeds = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for v in views:
+            v.sum()
+        speeds.append(total / (time.perf_counter() - t0) / 1e9)
     return statistics.median(speeds)
 
 

@@ -6,8 +6,10 @@
 
 Each round generates ``--frames`` frames (after a two-frame warm-up) once per schedule, in turn,
 so that the VM's drift falls on every schedule alike; the table gives each schedule's median and
-best ms/frame over the rounds, its ratio to the first schedule's, and the frame's floor (its
-weight bytes over the read bandwidth measured in a child process before the rounds). The codes
+best ms/frame over the rounds, its ratio to the first schedule's, and the frame's floor: its
+weight bytes over the speed at which this process reads the model's own weight pages
+(``bench_engine.weights_read_gbps``, before the rounds; fresh memory on the development VM read
+anywhere from 30 to 63 GB/s between runs while the weights read 29-36). The codes
 of every schedule are compared with the first's: the schedules only share out rows, so they
 must be identical. ``--busy N`` runs N CPU-bound competitor processes during all rounds (a
 busy desktop). ``pool@US`` is the pool with its workers spinning US microseconds (0-100000)
@@ -33,7 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import s2studio  # noqa: E402,F401  (before torch: its OpenMP pool sleeps, as in the app)
 import numpy as np  # noqa: E402
 
-from bench_engine import ensure_model, make_prompt, start_competitors, weight_bytes_per_frame  # noqa: E402
+from bench_engine import ensure_model, make_prompt, start_competitors, weight_bytes_per_frame, weights_read_gbps  # noqa: E402
 from s2studio.engine.kernels import backend, intdot  # noqa: E402
 from s2studio.engine.model.generate import GenerationParams, GenerationStats, generate_frames  # noqa: E402
 from s2studio.engine.model.loader import load_dual_ar  # noqa: E402
@@ -96,11 +98,13 @@ def main(argv=None) -> int:
 
     threads = set_threads(a.threads)
     path = pathlib.Path(a.model) if a.model else ensure_model(a.make, pathlib.Path(a.cache_dir))
-    probe = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_engine.py"), "--bandwidth-only",
-                            str(a.bandwidth_gb), "--threads", str(threads)], check=True, capture_output=True,
-                           text=True)
-    bw = float(probe.stdout.strip())
     model, _plan = load_dual_ar(path, device="cpu", dtype="auto")
+    bw = weights_read_gbps(model)
+    if not bw:  # no quantized matrices (a float16 file): a fresh array's read, in a child process
+        probe = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_engine.py"), "--bandwidth-only",
+                                str(a.bandwidth_gb), "--threads", str(threads)], check=True, capture_output=True,
+                               text=True)
+        bw = float(probe.stdout.strip())
     prompt = make_prompt(model, a.prompt_tokens)
     floor_ms = weight_bytes_per_frame(model)["frame"] / (bw * 1e9) * 1000
     base = backend.settings()

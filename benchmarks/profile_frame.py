@@ -15,7 +15,8 @@ twice), ``add_rms_norm``, the embedding, the head, the sampler), so
 the table's rows add up to the measured frame minus "glue" (Python, elementwise adds and
 products, tensor shuffles between the timed calls). Bytes are what an op must read: a matmul
 its weight, attention the keys and values of the cache, the head its rows. "x floor" is the
-op's time over ``bytes / bandwidth`` (the streaming-read bandwidth measured in the same run).
+op's time over ``bytes / bandwidth`` (the speed at which the run reads the model's own weight
+pages, ``bench_engine.weights_read_gbps``; a fresh array's for a model without quantized ones).
 The per-call timer costs ~1 µs over ~700 calls a frame: under 1 % of a full-size frame.
 
 ``--glue-ab``: the profiled frames alternate between the C glue and torch's ops (``S2_GLUE``,
@@ -53,7 +54,7 @@ import s2studio  # noqa: E402,F401  (before torch: its OpenMP pool sleeps, as in
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from bench_engine import ensure_model, make_prompt, weight_bytes_per_frame  # noqa: E402
+from bench_engine import ensure_model, make_prompt, weight_bytes_per_frame, weights_read_gbps  # noqa: E402
 from s2studio.engine.batching import MAX_BATCH, FrameBatcher  # noqa: E402
 from s2studio.engine.kernels import backend  # noqa: E402
 from s2studio.engine.kernels.qmatrix import QuantMatrix  # noqa: E402
@@ -373,6 +374,9 @@ def main(argv=None) -> int:
                            text=True)
     bw = float(probe.stdout.strip()) * 1e9
     model, _ = load_dual_ar(path)
+    # The floor from the model's own weight pages where it has quantized ones: fresh memory (the
+    # probe) read 30-63 GB/s between runs on the development VM, the weights 29-36.
+    bw = weights_read_gbps(model) * 1e9 or bw
     im_end = model.cfg.semantic_end_id + 1
     prompt = make_prompt(model, a.prompt_tokens)
     for _ in generate_frames(model, prompt, GenerationParams(max_new_tokens=2, seed=0, min_tokens_before_end=2),

@@ -202,3 +202,28 @@ def test_bench_prefill_times_each_path_on_a_q8_0_model(tmp_path):
     rows = [line.split() for line in r.stdout.splitlines()[2:]]
     # seconds with two decimals (a tiny model's prefill may print 0.00)
     assert [row[0] for row in rows] == ["20", "40"] and all(0 <= float(v) < 60 for row in rows for v in row[1:])
+
+
+def test_bench_schedule_compares_schedules_on_a_q8_0_model(tmp_path):
+    """bench_schedule.py on a tiny Q8_0 file, beside one competitor: every schedule (the pool
+    with a spin given too) gives the same codes, its row has a time, and the pool did the work."""
+    from s2studio.devtools.requantize import requantize_gguf
+    from s2studio.engine.kernels import intdot
+
+    model = tmp_path / "q8_0.gguf"
+    requantize_gguf(ROOT / "tests" / "data" / "golden" / "tts_f32" / "model.gguf", model, "q8_0")
+    schedules = "static,dynamic" + (",pool,pool@0" if intdot.pool_available() else "")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_schedule.py"), "--model", str(model),
+                        "--schedules", schedules, "--rounds", "2", "--frames", "3", "--busy", "1", "--threads", "2",
+                        "--json"],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["codes_identical"] is True and out["busy"] == 1 and out["bandwidth_GBps"] > 0
+    assert [row["schedule"] for row in out["rows"]] == schedules.split(",")
+    assert all(row["median_ms"] > 0 for row in out["rows"])
+    if intdot.pool_available():
+        assert out["pool"]["jobs"] > 0 and out["pool"]["workers"] == 1
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_schedule.py"), "--model", str(model),
+                          "--schedules", "dynamic@5"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert bad.returncode == 2 and "a spin is given to the pool only" in bad.stderr

@@ -55,12 +55,12 @@ from s2studio.engine.threads import set_threads  # noqa: E402
 def memory_bandwidth_gbps(gb: float = 2.0, reps: int = 5) -> float:
     """Median streaming-read bandwidth of a fresh float32 array (torch sum, current threads).
 
-    Fresh memory on the development VM reads anywhere from 30 to 63 GB/s from one run to the
-    next (2026-12-08: with ones and with distinct values alike), while the model's own weight
-    pages read 29-36 GB/s in every run and the frames did not get faster when this probe read
-    high: a script that has the model loaded should take its floor from
-    ``weights_read_gbps`` instead. (The values are distinct, arange, so that no page equals
-    another for a host that merges or compresses pages.)"""
+    On the development VM the read bandwidth swings between ~30 and ~63 GB/s from one run to
+    the next (2026-12-08), for fresh memory and the model's weight pages alike, and the frames
+    did not get faster in the fast runs: read a run's "x floor" with its bandwidth, and where a
+    script has the model loaded take the floor from ``weights_read_gbps`` (the pages a decode
+    step reads, in the same process, just before the timing). The values are distinct (arange),
+    so that no page equals another for a host that merges or compresses pages."""
     t = torch.arange(int(gb * 1e9) // 4, dtype=torch.float32)  # touches every page, each one unlike the others
     t.sum()
     speeds = []

@@ -8,8 +8,9 @@ Each round generates ``--frames`` frames (after a two-frame warm-up) once per sc
 so that the VM's drift falls on every schedule alike; the table gives each schedule's median and
 best ms/frame over the rounds, its ratio to the first schedule's, and the frame's floor: its
 weight bytes over the speed at which this process reads the model's own weight pages
-(``bench_engine.weights_read_gbps``, before the rounds; fresh memory on the development VM read
-anywhere from 30 to 63 GB/s between runs while the weights read 29-36). The codes
+(``bench_engine.weights_read_gbps``, just before the rounds; the development VM's read
+bandwidth swings between ~30 and ~63 GB/s from run to run, so read each run's "x floor" with
+its own bandwidth). The codes
 of every schedule are compared with the first's: the schedules only share out rows, so they
 must be identical. ``--busy N`` runs N CPU-bound competitor processes during all rounds (a
 busy desktop). ``pool@US`` is the pool with its workers spinning US microseconds (0-100000)

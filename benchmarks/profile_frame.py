@@ -374,8 +374,8 @@ def main(argv=None) -> int:
                            text=True)
     bw = float(probe.stdout.strip()) * 1e9
     model, _ = load_dual_ar(path)
-    # The floor from the model's own weight pages where it has quantized ones: fresh memory (the
-    # probe) read 30-63 GB/s between runs on the development VM, the weights 29-36.
+    # The floor from the model's own weight pages where it has quantized ones, read in this
+    # process just before the frames (the development VM's bandwidth swings 30-63 GB/s between runs).
     bw = weights_read_gbps(model) * 1e9 or bw
     im_end = model.cfg.semantic_end_id + 1
     prompt = make_prompt(model, a.prompt_tokens)

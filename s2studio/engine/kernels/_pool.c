@@ -15,12 +15,12 @@
  *   last job, then sleeps on a condition variable; while spinning it calls sched_yield every few
  *   microseconds; on a busy machine it does not spin but sleeps right after each job: when the
  *   machine has more threads runnable than cores (Linux's /proc/loadavg, read every 2 ms, two
- *   reads in a row), or
- *   for 20 ms after a yield that took long (another thread ran on its core). Measured: on a
- *   quiet machine spinning 100 us makes a frame ~1.2x faster than sleeping at once; beside one
- *   CPU-bound process sleeping at once is ~1.2x faster than spinning (the scheduler charges the
- *   spinner its spin and then runs the competitor, on its core or the caller's, when a GEMV
- *   comes; docs/performance.md, "The GEMV's own threads").
+ *   reads in a row), or for 20 ms after a yield that took long (another thread ran on its
+ *   core). Measured on the 2-core VM: quietly a 100 us spin made a frame 1.0-1.15x faster than
+ *   sleeping at once (four runs); beside one CPU-bound process, before the busy check, sleeping
+ *   at once was 1.2x faster than spinning (the scheduler charges the spinner its spin and then
+ *   runs the competitor, on its core or the caller's, when a GEMV comes); with the check the
+ *   two are alike there (docs/performance.md, "The GEMV's own threads").
  * Results do not depend on who computes a row, so outputs are bit-identical to the other
  * schedules.
  *
@@ -125,9 +125,8 @@ static int s2p_machine_busy(int64_t now) {
 }
 
 /* Spin (yielding every few us) until the generation differs from ``gen``, ``spin_ns`` pass, or a
- * yield shows that another thread wanted this core (then *busy_until is set: a spinning worker
- * on a busy machine is 1.2x slower a frame than one that sleeps at once, because the scheduler
- * charges it the spin and then runs the competitor when a GEMV comes). */
+ * yield shows that another thread wanted this core (then *busy_until is set); not at all while
+ * the machine is busy (see the top of this file). */
 static uint64_t s2p_spin_for_job(uint32_t gen, int64_t spin_ns, int64_t *busy_until) {
     uint64_t w = __atomic_load_n(&s2p.state, __ATOMIC_ACQUIRE);
     if ((uint32_t)(w >> 32) != gen || spin_ns <= 0) return w;

@@ -50,8 +50,8 @@ class KernelSettings:
     """Which integer-dot activations the C kernels take (``IntDot``), and how their rows are
     shared among threads (``GemvSchedule``: pool, the default, the extension's own threads,
     which spin briefly between GEMVs instead of sleeping in OpenMP's region start and barrier
-    (1.14x faster a frame quietly and 1.22x beside a competing process: docs/performance.md,
-    "The GEMV's own threads"; where it is not built, dynamic); dynamic, tasks claimed on
+    (a frame in 0.81-0.92x dynamic's time quietly, 0.77-0.80x beside a competing process:
+    docs/performance.md, "The GEMV's own threads"; where it is not built, dynamic); dynamic, tasks claimed on
     numba's OpenMP threads, so a thread the OS deschedules does not hold the GEMV up; static,
     equal shares, kept to measure the difference: docs/performance.md, "A busy machine"), and the C kernels' instruction set (``KernelLevel``: the best this CPU
     offers, or one forced; every level gives the outputs the tests bound, and avxvnni gives

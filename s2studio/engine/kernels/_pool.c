@@ -36,6 +36,7 @@
 #include <sched.h>
 #include <time.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #define S2P_MAX_WORKERS 255
@@ -156,6 +157,11 @@ static uint64_t s2p_spin_for_job(uint32_t gen, int64_t spin_ns, int64_t *busy_un
 
 static void *s2p_worker(void *unused) {
     (void)unused;
+#if defined(__linux__)
+    pthread_setname_np(pthread_self(), "s2studio-gemv"); /* as top -H and debuggers show it */
+#elif defined(__APPLE__)
+    pthread_setname_np("s2studio-gemv");
+#endif
     uint32_t seen = (uint32_t)(__atomic_load_n(&s2p.state, __ATOMIC_ACQUIRE) >> 32);
     int64_t busy_until = 0;
     for (;;) {
@@ -194,16 +200,22 @@ static void s2p_stop_workers(void) {
     s2p.quit = 0;
 }
 
-/* Start or stop workers so that ``s2p_wanted - 1`` run; called by the publishing caller only. */
+/* Start or stop workers so that ``s2p_wanted - 1`` run; called by the publishing caller only.
+ * Workers block every signal (they inherit the mask they are created with), so a Ctrl+C or a
+ * SIGTERM always reaches a thread that Python's handlers run on. */
 static void s2p_ensure_workers(void) {
     int want = __atomic_load_n(&s2p_wanted, __ATOMIC_RELAXED) - 1;
     if (want > S2P_MAX_WORKERS) want = S2P_MAX_WORKERS;
     if (want == s2p.running) return;
     if (s2p.running) s2p_stop_workers();
+    sigset_t all, before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &before);
     for (int i = 0; i < want; i++) {
         if (pthread_create(&s2p.threads[i], NULL, s2p_worker, NULL) != 0) break; /* fewer then */
         s2p.running = i + 1;
     }
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
 }
 
 /* A forked child has none of the parent's threads: start afresh there. */

@@ -145,7 +145,7 @@ def check_quantized_kernels(work: Path) -> str:
         except ImportError as exc:
             note = f" (no OpenMP pool: {exc})"
     return (f"types {', '.join(sorted(supported_types()))}; numba {numba.__version__} "
-            f"({layer} threads{note}); GEMV rel. error {err:.1e}; {backend.describe()}{pool}")
+            f"({layer} threads{note}); GEMV rel. error {err:.1e}{pool}; {backend.describe()}")
 
 
 def check_gemv_pool() -> str:

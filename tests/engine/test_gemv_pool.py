@@ -92,13 +92,16 @@ def test_the_thread_count_can_change_between_calls():
     raw, x = _case(rows=700)
     want = _gemv("Q8_0", raw, x, STATIC)
     before = kcommon.numba.get_num_threads()
+    intdot.set_pool_spin(37)
     try:
         for n in (1, 2, 1, 2):
             kcommon.sync_threads(n)
             np.testing.assert_array_equal(_gemv("Q8_0", raw, x, POOL), want)
             assert intdot.pool_stats()["workers"] == n - 1
+            assert intdot.pool_stats()["spin_us"] == 37  # a spin set earlier survives the new count
     finally:
         kcommon.sync_threads(before)
+        intdot.set_pool_spin(None)
 
 
 def _child_gemv(conn):

@@ -157,10 +157,8 @@ static uint64_t s2p_spin_for_job(uint32_t gen, int64_t spin_ns, int64_t *busy_un
 
 static void *s2p_worker(void *unused) {
     (void)unused;
-#if defined(__linux__)
-    pthread_setname_np(pthread_self(), "s2studio-gemv"); /* as top -H and debuggers show it */
-#elif defined(__APPLE__)
-    pthread_setname_np("s2studio-gemv");
+#if defined(__APPLE__)
+    pthread_setname_np("s2studio-gemv"); /* (Linux: named by its creator, s2p_ensure_workers) */
 #endif
     uint32_t seen = (uint32_t)(__atomic_load_n(&s2p.state, __ATOMIC_ACQUIRE) >> 32);
     int64_t busy_until = 0;
@@ -213,6 +211,9 @@ static void s2p_ensure_workers(void) {
     pthread_sigmask(SIG_SETMASK, &all, &before);
     for (int i = 0; i < want; i++) {
         if (pthread_create(&s2p.threads[i], NULL, s2p_worker, NULL) != 0) break; /* fewer then */
+#if defined(__linux__)
+        pthread_setname_np(s2p.threads[i], "s2studio-gemv"); /* as top -H and debuggers show it */
+#endif
         s2p.running = i + 1;
     }
     pthread_sigmask(SIG_SETMASK, &before, NULL);

@@ -218,28 +218,30 @@ def effective_schedule(schedule: GemvSchedule) -> GemvSchedule:
 def _workers(schedule: GemvSchedule) -> int:
     """``_all_rows``' worker argument for ``schedule``: the numba threads (dynamic), 0 (static),
     -1 (the pool, sized to the numba thread count: the engine's --threads)."""
-    global _pool_config
     threads = kcommon.numba.get_num_threads()
     if schedule == GemvSchedule.STATIC:
         return 0
     if schedule == GemvSchedule.POOL and _HAS_POOL:
-        if _pool_config is None or _pool_config[0] != threads:
-            _pool_config = (threads, pool_spin_us())
-            _qdot.pool_configure(*_pool_config)
+        if _pool_config is None or _pool_config[0] != threads:  # a spin set earlier is kept
+            _configure_pool(threads, pool_spin_us() if _pool_config is None else _pool_config[1])
         return -1
     return threads
+
+
+def _configure_pool(threads: int, spin_us: int) -> None:
+    global _pool_config
+    _pool_config = (threads, spin_us)
+    if _HAS_POOL:
+        _qdot.pool_configure(threads, spin_us)
 
 
 def set_pool_spin(spin_us: int | None) -> None:
     """Use ``spin_us`` (0-100000) for the pool workers' spin from the next GEMV on; None: the
     environment's or the default again (benchmarks compare spins in one process)."""
-    global _pool_config
     if spin_us is not None and not 0 <= spin_us <= 100_000:
         raise ValueError(f"pool spin {spin_us} us: use 0-100000")
     threads = kcommon.numba.get_num_threads() if kcommon.numba is not None else 1
-    _pool_config = (threads, pool_spin_us() if spin_us is None else spin_us)
-    if _HAS_POOL:
-        _qdot.pool_configure(*_pool_config)
+    _configure_pool(threads, pool_spin_us() if spin_us is None else spin_us)
 
 
 def pool_stats() -> dict:

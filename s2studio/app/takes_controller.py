@@ -97,7 +97,7 @@ class TakesController(QObject):
         self._preview_timer = QTimer(self)
         self._preview_timer.setSingleShot(True)
         self._preview_timer.setInterval(PREVIEW_DELAY_MS)
-        self._preview_timer.timeout.connect(self.show_script_preview)
+        self._preview_timer.timeout.connect(self._preview_if_no_take)
         self._io_done.connect(self._on_io_done)
         self.compare_dialog: ABCompareDialog | None = None
         view = segments_view
@@ -215,6 +215,14 @@ class TakesController(QObject):
         else:
             view.set_script_differs(text.strip() != view.take.text.strip())
         self._timer.start()
+
+    def _preview_if_no_take(self) -> None:
+        """The preview timer's end. Typing armed it while no take was shown; a take shown since
+        (one finished before the timer was due, which a short take on a busy machine does, or one
+        picked in the history) keeps its sentences: the preview would drop the take from the view,
+        and with it the sentence buttons (Regenerate did nothing)."""
+        if self._view.take is None:
+            self.show_script_preview()
 
     def show_script_preview(self) -> None:
         self._preview_timer.stop()
@@ -453,6 +461,7 @@ class TakesController(QObject):
     def _on_take_shown(self, take: Take) -> None:
         project_take = self.model.take(take.key)
         if project_take is not None:
+            self._preview_timer.stop()  # the take's sentences, not the script's, are shown now
             self.model.show(project_take)
             view = self._view
             view.script_differs = self._editor.text().strip() != project_take.text.strip()

@@ -386,6 +386,40 @@ def test_a_take_of_an_unsaved_clip_regenerates_in_its_session_and_says_why_not_a
     assert again.error_banner.isVisible() and "unsaved reference clip" in again.error_banner.text
 
 
+def test_a_take_done_before_the_script_preview_is_due_keeps_its_sentences(make_window, fast_settings, tts_model,
+                                                                          qtbot):
+    """Typing arms the script preview (PREVIEW_DELAY_MS). A take that is done before the window's
+    event loop runs again (a short take on a busy machine) is shown first, and the preview that
+    falls due after it must not replace its sentences: Regenerate would do nothing."""
+    import threading
+    import time
+
+    from PySide6.QtCore import Qt
+
+    from s2studio.app.takes_controller import PREVIEW_DELAY_MS
+
+    window = _three_sentences(make_window, fast_settings, tts_model)
+    done = threading.Event()
+    window.worker.finished.connect(lambda _finished: done.set(), Qt.ConnectionType.DirectConnection)
+    window.editor.set_text(SCRIPT)  # no take on screen: the preview is armed
+    due = time.monotonic() + PREVIEW_DELAY_MS / 1000
+    window.generate()
+    # The UI thread is late (as beside a full test suite on two cores): the take ends, and the
+    # preview falls due, before its event loop runs again.
+    assert done.wait(60)
+    time.sleep(max(0.0, due + 0.05 - time.monotonic()))
+    qtbot.waitUntil(lambda: not window.generating, timeout=5000)
+    qtbot.wait(PREVIEW_DELAY_MS + 100)
+    view = window.segments_view
+    assert view.take is not None and view.take.id == window.output.current.key
+    view.table.selectRow(1)
+    assert view.regenerate_button.isEnabled()
+    with qtbot.waitSignal(window.worker.finished, timeout=60_000) as blocker:
+        view.regenerate_button.click()
+    assert blocker.args[0].request.only_segments == (1,)
+    qtbot.waitUntil(lambda: not window.generating, timeout=5000)
+
+
 def test_while_a_take_is_heard_as_it_is_made_the_highlight_follows_what_is_heard(make_window, fast_settings,
                                                                                 tts_model, qtbot, fake_sd):
     window = _three_sentences(make_window, fast_settings, tts_model, max_new_tokens=12)

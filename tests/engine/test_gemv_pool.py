@@ -141,21 +141,26 @@ def test_the_spin_setting_has_a_range(monkeypatch, caplog):
         _qdot.pool_configure(0, 10)
 
 
+# A child process that starts the pool with one GEMV on two threads, then runs ``after``.
+_CHILD_WITH_POOL = ("import glob, s2studio, numpy as np\n"
+                    "from s2studio.devtools.quant_blocks import random_blocks\n"
+                    "from s2studio.engine.kernels import intdot, common\n"
+                    "common.sync_threads(2)\n"
+                    "raw = random_blocks('Q8_0', 500, 512, seed=1)\n"
+                    "intdot.gemv('Q8_0', raw, np.ones((1, 512), np.float32), np.empty((1, 500), np.float32))\n")
+
+
+def _child_with_pool(after: str) -> subprocess.CompletedProcess:
+    res = subprocess.run([sys.executable, "-c", _CHILD_WITH_POOL + after], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "NUMBA_NUM_THREADS": "2"})
+    assert res.returncode == 0, res.stderr
+    return res
+
+
 def test_a_process_with_the_pool_running_exits_at_once():
     """Its workers are asleep or spinning at exit; nothing waits for them (a hang here would
     stop every CLI run at its end)."""
-    code = ("import s2studio, numpy as np\n"
-            "from s2studio.devtools.quant_blocks import random_blocks\n"
-            "from s2studio.engine.kernels import intdot, common\n"
-            "common.sync_threads(2)\n"
-            "raw = random_blocks('Q8_0', 500, 512, seed=1)\n"
-            "out = np.empty((1, 500), np.float32)\n"
-            "intdot.gemv('Q8_0', raw, np.ones((1, 512), np.float32), out)\n"
-            "assert intdot.pool_stats()['workers'] == 1\n"
-            "print('ok')\n")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "NUMBA_NUM_THREADS": "2"})
-    assert res.returncode == 0, res.stderr
+    res = _child_with_pool("assert intdot.pool_stats()['workers'] == 1\nprint('ok')\n")
     assert res.stdout.strip() == "ok" and "terminate called" not in res.stderr
 
 
@@ -163,19 +168,10 @@ def test_a_process_with_the_pool_running_exits_at_once():
 def test_the_workers_are_named_and_leave_every_signal_to_python():
     """The worker thread shows as s2studio-gemv (top -H, a debugger) and blocks every signal,
     so Ctrl+C and SIGTERM reach Python's handlers whichever thread the kernel picks."""
-    code = ("import glob, s2studio, numpy as np\n"
-            "from s2studio.devtools.quant_blocks import random_blocks\n"
-            "from s2studio.engine.kernels import intdot, common\n"
-            "common.sync_threads(2)\n"
-            "raw = random_blocks('Q8_0', 500, 512, seed=1)\n"
-            "intdot.gemv('Q8_0', raw, np.ones((1, 512), np.float32), np.empty((1, 500), np.float32))\n"
-            "for task in glob.glob('/proc/self/task/*'):\n"
-            "    if open(task + '/comm').read().strip() == 's2studio-gemv':\n"
-            "        status = dict(l.split(':', 1) for l in open(task + '/status') if ':' in l)\n"
-            "        print(int(status['SigBlk'].strip(), 16))\n")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "NUMBA_NUM_THREADS": "2"})
-    assert res.returncode == 0, res.stderr
+    res = _child_with_pool("for task in glob.glob('/proc/self/task/*'):\n"
+                           "    if open(task + '/comm').read().strip() == 's2studio-gemv':\n"
+                           "        status = dict(l.split(':', 1) for l in open(task + '/status') if ':' in l)\n"
+                           "        print(int(status['SigBlk'].strip(), 16))\n")
     masks = [int(line) for line in res.stdout.split()]
     assert len(masks) == 1, res.stdout  # one worker for two threads
     for signum in (2, 15):  # SIGINT, SIGTERM: bit signum - 1

@@ -59,8 +59,9 @@ def parse_schedule(word: str) -> Arm:
     schedule = GemvSchedule.parse(name)
     if not spin:
         return Arm(word.strip(), schedule)
-    if schedule != GemvSchedule.POOL or not spin.isdigit() or not 0 <= int(spin) <= 100_000:
-        raise ValueError(f"{word!r}: a spin is given to the pool only, in whole microseconds 0-100000 (pool@100)")
+    if schedule != GemvSchedule.POOL or not spin.isdigit() or not 0 <= int(spin) <= intdot.POOL_SPIN_MAX_US:
+        raise ValueError(f"{word!r}: a spin is given to the pool only, in whole microseconds "
+                         f"0-{intdot.POOL_SPIN_MAX_US} (pool@100)")
     return Arm(word.strip(), schedule, int(spin))
 
 

@@ -32,9 +32,10 @@
  *   has. The AArch64 rows vectorize only the exact integer parts and keep the portable rows'
  *   float operations, so their outputs are bit-identical to the "scalar" level's (checked
  *   under qemu: tools/qdot_arm_check, tests/engine/test_qdot_arm.py).
- * - no threads here: the caller's threads (a numba prange, the engine's one pool) each call
- *   s2q_gemv_tasks, which hands out rows in small tasks from an atomic counter (dynamic
- *   scheduling: see there); nothing holds a lock or touches a Python object.
+ * - threads: every thread that works on a GEMV calls s2q_gemv_tasks, which hands out rows in
+ *   small tasks from an atomic counter (dynamic scheduling: see there). Those threads are the
+ *   extension's own where _pool.c builds (s2q_pool_gemv, the default schedule), else the
+ *   caller's numba prange; nothing touches a Python object.
  *
  * Entry points take every argument as int64 (pointers too): numba calls them as external
  * symbols with a fixed signature on every platform.

@@ -185,6 +185,7 @@ def gemv(type_name: str, raw: np.ndarray, x: np.ndarray, out: np.ndarray, planes
 
 POOL_SPIN_ENV = "S2_POOL_SPIN_US"
 POOL_SPIN_US = 100  # default: about the longest gap between two GEMVs of a frame (see _pool.c)
+POOL_SPIN_MAX_US = 100_000  # the most _qdot.pool_configure takes
 _pool_config: tuple[int, int] | None = None
 
 
@@ -201,10 +202,11 @@ def pool_spin_us() -> int:
         return POOL_SPIN_US
     try:
         value = int(word)
-        if not 0 <= value <= 100_000:
+        if not 0 <= value <= POOL_SPIN_MAX_US:
             raise ValueError
     except ValueError:
-        log.warning("%s=%s ignored: use a whole number of microseconds from 0 to 100000", POOL_SPIN_ENV, word)
+        log.warning("%s=%s ignored: use a whole number of microseconds from 0 to %d", POOL_SPIN_ENV, word,
+                    POOL_SPIN_MAX_US)
         return POOL_SPIN_US
     return value
 
@@ -238,8 +240,8 @@ def _configure_pool(threads: int, spin_us: int) -> None:
 def set_pool_spin(spin_us: int | None) -> None:
     """Use ``spin_us`` (0-100000) for the pool workers' spin from the next GEMV on; None: the
     environment's or the default again (benchmarks compare spins in one process)."""
-    if spin_us is not None and not 0 <= spin_us <= 100_000:
-        raise ValueError(f"pool spin {spin_us} us: use 0-100000")
+    if spin_us is not None and not 0 <= spin_us <= POOL_SPIN_MAX_US:
+        raise ValueError(f"pool spin {spin_us} us: use 0-{POOL_SPIN_MAX_US}")
     threads = kcommon.numba.get_num_threads() if kcommon.numba is not None else 1
     _configure_pool(threads, pool_spin_us() if spin_us is None else spin_us)
 
